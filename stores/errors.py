@@ -1,0 +1,88 @@
+"""Errors raised by checkpoint stores.
+
+Every error a store raises is a :class:`StoreError`. Damage is never reported as
+absence: ``load`` returns ``None`` only when no checkpoint exists.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConflictError",
+    "CorruptCheckpointError",
+    "InvalidStoreURLError",
+    "MissingDriverError",
+    "StoreError",
+    "StoreUnavailableError",
+    "UnsupportedSchemaVersionError",
+]
+
+
+class StoreError(Exception):
+    """Base class of every error raised by a checkpoint store."""
+
+
+class ConflictError(StoreError):
+    """A compare-and-set save lost: the stored version is not the one the caller read.
+
+    Nothing was written. Another worker owns the task (or wrote first): reload, decide,
+    and save again, or stop.
+    """
+
+    def __init__(self, task_id: str, expected: int, actual: int | None) -> None:
+        self.task_id = task_id
+        self.expected = expected
+        self.actual = actual
+        found = "no checkpoint" if actual is None else f"version {actual}"
+        if expected == 0:
+            msg = f"checkpoint {task_id!r} already exists ({found}); expected none"
+        else:
+            msg = f"checkpoint {task_id!r} is at {found}, expected version {expected}"
+        super().__init__(msg + ": another writer saved first; reload before saving again")
+
+
+class CorruptCheckpointError(StoreError):
+    """Stored data for a task exists but cannot be read back as a valid checkpoint.
+
+    The stored bytes are left untouched so that they can be inspected or repaired.
+    """
+
+    def __init__(self, task_id: str, reason: str) -> None:
+        self.task_id = task_id
+        self.reason = reason
+        super().__init__(
+            f"checkpoint {task_id!r} is corrupt: {reason}. The stored data was left as it is; "
+            "inspect it, restore it from a backup, or delete the task to start over"
+        )
+
+
+class UnsupportedSchemaVersionError(StoreError):
+    """The stored checkpoint was written by a newer version of this code."""
+
+    def __init__(self, task_id: str, found: int, supported: int) -> None:
+        self.task_id = task_id
+        self.found = found
+        self.supported = supported
+        super().__init__(
+            f"checkpoint {task_id!r} has schema_version {found}, but this code reads up to "
+            f"{supported}: upgrade pytest-agentckpt to resume it (nothing was changed)"
+        )
+
+
+class StoreUnavailableError(StoreError):
+    """The backend could not be reached or refused the operation for a transient reason."""
+
+
+class InvalidStoreURLError(StoreError, ValueError):
+    """A store URL that names no supported backend or is malformed."""
+
+
+class MissingDriverError(StoreError, ImportError):
+    """The backend's driver package is not installed."""
+
+    def __init__(self, backend: str, extra: str, module: str) -> None:
+        super().__init__(
+            f"the {backend} store needs the {module!r} package: "
+            f"pip install 'pytest-agentckpt[{extra}]'"
+        )
+        self.backend = backend
+        self.extra = extra

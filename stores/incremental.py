@@ -1,0 +1,133 @@
+"""Incremental saves: decide whether a save may write only the new suffix of ``messages``.
+
+Messages only grow during a correct run, so most saves add a few messages to a long
+history. A store keeps, per task, a private snapshot of the messages it knows to be
+durable at a given version and *lineage* (a random token fixed when the record is
+created, so that a task deleted and created again is never mistaken for the old one).
+A save whose prefix equals that snapshot writes the suffix; anything else (a changed
+prefix, a shorter history, an unknown version) rewrites the whole history. The check
+compares the prefix, it never assumes it. The backend must make the append conditional
+on the stored version, lineage and message count, so that a stale snapshot can only
+cause a conflict, never a wrong history.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from .checkpoint import Checkpoint
+from .codec import encode_messages
+
+__all__ = ["PrefixTracker", "WritePlan", "new_lineage"]
+
+
+def new_lineage() -> str:
+    """A fresh lineage token for a newly created record."""
+    return secrets.token_hex(8)
+
+
+@dataclass(frozen=True)
+class WritePlan:
+    """What a save must write.
+
+    ``rewrite`` True: replace the stored history by ``encoded`` (all messages) and use
+    ``lineage`` (a new one when the record is created). ``rewrite`` False: append
+    ``encoded`` (messages ``start`` onwards) to a stored history that must have exactly
+    ``start`` messages under ``lineage``.
+    """
+
+    rewrite: bool
+    start: int
+    encoded: list[bytes]
+    lineage: str
+
+    @property
+    def total(self) -> int:
+        """The number of messages stored after the write."""
+        return self.start + len(self.encoded)
+
+
+@dataclass
+class _Known:
+    version: int
+    lineage: str
+    messages: list[Any]
+
+
+class PrefixTracker:
+    """Per-store memory of the durable history, bounded to ``max_tasks`` tasks (LRU)."""
+
+    def __init__(self, max_tasks: int = 256) -> None:
+        self._max = max_tasks
+        self._known: OrderedDict[str, _Known] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def plan(self, checkpoint: Checkpoint, *, stored_lineage: str | None = None) -> WritePlan:
+        """The write a save of ``checkpoint`` needs.
+
+        ``stored_lineage`` is for backends that already know the stored lineage (a new
+        lineage is drawn when the record is created).
+        """
+        messages = checkpoint.messages
+        with self._lock:
+            known = self._known.get(checkpoint.task_id)
+            if known is not None:
+                self._known.move_to_end(checkpoint.task_id)
+        if (
+            checkpoint.version > 0
+            and known is not None
+            and known.version == checkpoint.version
+            and len(messages) >= len(known.messages)
+            and messages[: len(known.messages)] == known.messages
+        ):
+            start = len(known.messages)
+            return WritePlan(False, start, encode_messages(messages[start:]), known.lineage)
+        if checkpoint.version == 0:
+            lineage = new_lineage()
+        else:
+            lineage = stored_lineage or (known.lineage if known else new_lineage())
+        return WritePlan(True, 0, encode_messages(messages), lineage)
+
+    def saved(self, task_id: str, version: int, plan: WritePlan) -> None:
+        """Record that ``plan`` was written durably and the record is now at ``version``."""
+        # Decode what was written rather than keep the caller's objects: the caller may
+        # mutate them after the save, and the snapshot must show what is stored.
+        fresh = [json.loads(raw) for raw in plan.encoded]
+        with self._lock:
+            known = self._known.get(task_id)
+            if plan.rewrite or known is None or known.lineage != plan.lineage:
+                self._remember(task_id, _Known(version, plan.lineage, fresh))
+            else:
+                known.messages.extend(fresh)
+                known.version = version
+                self._known.move_to_end(task_id)
+
+    def loaded(self, task_id: str, version: int, lineage: str, encoded: list[bytes]) -> None:
+        """Record the history a load read (encoded as stored)."""
+        fresh = [json.loads(raw) for raw in encoded]
+        with self._lock:
+            self._remember(task_id, _Known(version, lineage, fresh))
+
+    def loaded_objects(self, task_id: str, version: int, lineage: str, messages: list[Any]) -> None:
+        """Like :meth:`loaded`, for backends whose driver returns decoded JSON.
+
+        ``messages`` must be objects the caller will not see (decode twice, or copy).
+        """
+        with self._lock:
+            self._remember(task_id, _Known(version, lineage, messages))
+
+    def forget(self, task_id: str) -> None:
+        """Drop what is known of ``task_id`` (after a delete, a conflict or an error)."""
+        with self._lock:
+            self._known.pop(task_id, None)
+
+    def _remember(self, task_id: str, known: _Known) -> None:
+        self._known[task_id] = known
+        self._known.move_to_end(task_id)
+        while len(self._known) > self._max:
+            self._known.popitem(last=False)

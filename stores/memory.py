@@ -1,0 +1,131 @@
+"""In-process store for tests: encoded copies in, decoded copies out, the same CAS."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .checkpoint import Checkpoint, CheckpointStatus, CheckpointSummary, utcnow
+from .codec import decode_checkpoint, decode_summary, encode_head, encode_messages
+from .errors import ConflictError
+from .incremental import PrefixTracker, WritePlan
+from .protocol import StoreInfo, metadata_matches
+
+__all__ = ["MemoryStore"]
+
+
+@dataclass
+class _Record:
+    version: int
+    lineage: str
+    head: bytes
+    messages: list[bytes] = field(default_factory=list)
+
+
+class MemoryStore:
+    """A thread-safe in-process :class:`~stores.CheckpointStore`.
+
+    It keeps the encoded bytes, as a durable store would, so that it exercises the same
+    serializer and never aliases the caller's objects. ``bytes_written`` counts what the
+    saves wrote, for incremental-save checks.
+
+    >>> store = MemoryStore()
+    >>> store.load("missing") is None
+    True
+    """
+
+    def __init__(self, name: str = "") -> None:
+        self.name = name
+        self.bytes_written = 0
+        self._records: dict[str, _Record] = {}
+        self._lock = threading.Lock()
+        self._tracker = PrefixTracker()
+
+    @classmethod
+    def from_url(cls, url: str) -> MemoryStore:
+        """``memory://`` or ``memory://name``."""
+        return cls(url.split("://", 1)[1].strip("/"))
+
+    def load(self, task_id: str) -> Checkpoint | None:
+        with self._lock:
+            record = self._records.get(task_id)
+            if record is None:
+                return None
+            version, lineage, head, messages = (
+                record.version,
+                record.lineage,
+                record.head,
+                list(record.messages),
+            )
+        checkpoint = decode_checkpoint(task_id, head, messages)
+        self._tracker.loaded(task_id, version, lineage, messages)
+        return checkpoint.model_copy(update={"version": version})
+
+    def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        task_id = checkpoint.task_id
+        now = utcnow()
+        plan = self._tracker.plan(checkpoint)
+        with self._lock:
+            record = self._records.get(task_id)
+            actual = None if record is None else record.version
+            if (actual or 0) != checkpoint.version:
+                self._tracker.forget(task_id)
+                raise ConflictError(task_id, checkpoint.version, actual)
+            new_version = checkpoint.version + 1
+            saved = checkpoint.model_copy(update={"version": new_version, "updated_at": now})
+            head = encode_head(saved)
+            if record is None:
+                record = _Record(new_version, plan.lineage, head, list(plan.encoded))
+                self._records[task_id] = record
+            elif plan.rewrite or record.lineage != plan.lineage or len(record.messages) != plan.start:
+                # The tracker's snapshot is not what is stored: rewrite the whole history.
+                plan = WritePlan(True, 0, encode_messages(checkpoint.messages), record.lineage)
+                record.messages = list(plan.encoded)
+                record.version, record.head = new_version, head
+            else:
+                record.messages.extend(plan.encoded)
+                record.version, record.head = new_version, head
+            self.bytes_written += len(head) + sum(len(raw) for raw in plan.encoded)
+        self._tracker.saved(task_id, new_version, plan)
+        return saved
+
+    def delete(self, task_id: str) -> None:
+        with self._lock:
+            self._records.pop(task_id, None)
+        self._tracker.forget(task_id)
+
+    def list_checkpoints(
+        self,
+        *,
+        status: CheckpointStatus | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> list[CheckpointSummary]:
+        with self._lock:
+            heads = sorted((task_id, record.head) for task_id, record in self._records.items())
+        result = []
+        for task_id, head in heads:
+            summary = decode_summary(task_id, head)
+            if status is not None and summary.status != status:
+                continue
+            if not metadata_matches(summary.metadata, metadata):
+                continue
+            result.append(summary)
+        return result
+
+    def info(self) -> StoreInfo:
+        return StoreInfo(
+            backend="memory",
+            url=f"memory://{self.name}",
+            durable=False,
+            incremental=True,
+            notes=("in-process only: nothing survives the process",),
+        )
+
+    def close(self) -> None:
+        return None
+
+    # Raw access for tests that damage stored bytes on purpose.
+    def _raw_record(self, task_id: str) -> _Record | None:
+        return self._records.get(task_id)

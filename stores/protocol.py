@@ -1,0 +1,86 @@
+"""The checkpoint-store interface every backend honours."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from .checkpoint import Checkpoint, CheckpointStatus, CheckpointSummary
+
+__all__ = ["CheckpointStore", "StoreInfo"]
+
+
+@dataclass(frozen=True)
+class StoreInfo:
+    """What a store says about itself: for reports, certification and warnings.
+
+    ``durable`` is True when an acknowledged save survives a server restart, False when
+    it does not (an in-memory Redis), None when the store cannot tell.
+    """
+
+    backend: str
+    url: str
+    durable: bool | None = None
+    incremental: bool = False
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+@runtime_checkable
+class CheckpointStore(Protocol):
+    """Durable storage of checkpoints with compare-and-set saves.
+
+    >>> from stores import open_store, Checkpoint
+    >>> store = open_store("memory://")
+    >>> saved = store.save(Checkpoint(task_id="t1", goal="demo"))
+    >>> saved.version, store.load("t1").version
+    (1, 1)
+    """
+
+    def load(self, task_id: str) -> Checkpoint | None:
+        """The stored checkpoint, or ``None`` only when none exists.
+
+        Raises ``CorruptCheckpointError`` for unreadable data and
+        ``UnsupportedSchemaVersionError`` for a newer schema: never ``None`` for damage.
+        The result shares no mutable state with the store.
+        """
+        ...
+
+    def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        """Compare-and-set: write ``checkpoint`` if the stored version is ``checkpoint.version``.
+
+        Version 0 means "must not exist yet". The write is atomic. Returns the checkpoint
+        carrying its new version (and ``updated_at``); raises ``ConflictError`` and
+        changes nothing otherwise.
+        """
+        ...
+
+    def delete(self, task_id: str) -> None:
+        """Remove the checkpoint; deleting a missing one is not an error."""
+        ...
+
+    def list_checkpoints(
+        self,
+        *,
+        status: CheckpointStatus | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> list[CheckpointSummary]:
+        """Summaries of stored checkpoints, filtered by status and by metadata equality
+        (every key of ``metadata`` must be present with an equal value), ordered by
+        ``task_id``."""
+        ...
+
+    def info(self) -> StoreInfo:
+        """What this store is and what it guarantees."""
+        ...
+
+    def close(self) -> None:
+        """Release connections; the store is not used afterwards."""
+        ...
+
+
+def metadata_matches(stored: Mapping[str, Any], wanted: Mapping[str, Any] | None) -> bool:
+    """The one rule for metadata filters: every wanted key present with an equal value."""
+    if not wanted:
+        return True
+    return all(key in stored and stored[key] == value for key, value in wanted.items())
