@@ -16,7 +16,9 @@ each tool to inject faults and record effects):
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -31,6 +33,8 @@ __all__ = [
     "UnknownToolError",
     "tool",
 ]
+
+_TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,128}")
 
 #: What a tool's function receives: the model's input as keyword arguments, plus
 #: ``idempotency_key=`` for tools that honour keys.
@@ -81,7 +85,7 @@ class ToolSpec:
     idempotent: bool = False
 
     def __post_init__(self) -> None:
-        if not self.name or not all(ch.isalnum() or ch in "_-" for ch in self.name):
+        if not _TOOL_NAME.fullmatch(self.name):
             raise ValueError(f"tool name {self.name!r} must match ^[a-zA-Z0-9_-]+$")
         if self.input_schema.get("type") != "object":
             raise ValueError(f"tool {self.name!r}: input_schema must be a JSON schema of type object")
@@ -129,10 +133,15 @@ def schema_from_signature(function: ToolCallable) -> dict[str, Any]:
             continue
         annotation = param.annotation if param.annotation is not param.empty else Any
         if isinstance(annotation, str):
-            annotation = eval(annotation, function.__globals__)  # noqa: S307 - own annotations
-        properties[param.name] = TypeAdapter(annotation).json_schema()
+            annotation = eval(annotation, function.__globals__)  # the function's own annotations
+        prop = TypeAdapter(annotation).json_schema()
         if param.default is param.empty:
             required.append(param.name)
+        else:
+            # A default that is not JSON data is simply not advertised.
+            with contextlib.suppress(Exception):
+                prop["default"] = TypeAdapter(Any).dump_python(param.default, mode="json")
+        properties[param.name] = prop
     schema: dict[str, Any] = {"type": "object", "properties": properties}
     if required:
         schema["required"] = required

@@ -1,0 +1,80 @@
+"""Incremental saves: append the suffix only when the stored prefix is unchanged."""
+
+from __future__ import annotations
+
+import json
+
+from stores import Checkpoint
+from stores.incremental import PrefixTracker
+from stores.memory import MemoryStore
+
+
+def _msg(i: int) -> dict[str, object]:
+    return {"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i}"}
+
+
+def test_first_save_of_a_task_rewrites_with_a_new_lineage() -> None:
+    tracker = PrefixTracker()
+    plan = tracker.plan(Checkpoint(task_id="t", messages=[_msg(0)]))
+    assert plan.rewrite and plan.start == 0 and len(plan.encoded) == 1 and plan.lineage
+
+
+def test_grown_history_appends_only_the_suffix() -> None:
+    tracker = PrefixTracker()
+    cp = Checkpoint(task_id="t", messages=[_msg(0), _msg(1)])
+    first = tracker.plan(cp)
+    tracker.saved("t", 1, first)
+    grown = cp.model_copy(update={"version": 1, "messages": [*cp.messages, _msg(2)]})
+    plan = tracker.plan(grown)
+    assert not plan.rewrite
+    assert (plan.start, [json.loads(raw) for raw in plan.encoded]) == (2, [_msg(2)])
+    assert plan.lineage == first.lineage
+
+
+def test_changed_prefix_is_detected_and_rewritten() -> None:
+    tracker = PrefixTracker()
+    cp = Checkpoint(task_id="t", messages=[_msg(0), _msg(1)])
+    tracker.saved("t", 1, tracker.plan(cp))
+    changed = [dict(_msg(0), content="edited"), _msg(1), _msg(2)]
+    plan = tracker.plan(cp.model_copy(update={"version": 1, "messages": changed}))
+    assert plan.rewrite and plan.start == 0 and len(plan.encoded) == 3
+
+
+def test_snapshot_is_not_fooled_by_mutating_the_saved_objects() -> None:
+    tracker = PrefixTracker()
+    messages = [_msg(0)]
+    tracker.saved("t", 1, tracker.plan(Checkpoint(task_id="t", messages=messages)))
+    messages[0]["content"] = "mutated after the save"
+    plan = tracker.plan(Checkpoint(task_id="t", messages=messages, version=1))
+    assert plan.rewrite
+
+
+def test_unknown_version_rewrites() -> None:
+    tracker = PrefixTracker()
+    tracker.saved("t", 1, tracker.plan(Checkpoint(task_id="t", messages=[_msg(0)])))
+    plan = tracker.plan(Checkpoint(task_id="t", messages=[_msg(0), _msg(1)], version=5))
+    assert plan.rewrite
+
+
+def test_tracker_is_bounded() -> None:
+    tracker = PrefixTracker(max_tasks=2)
+    for name in ("a", "b", "c"):
+        tracker.saved(name, 1, tracker.plan(Checkpoint(task_id=name, messages=[_msg(0)])))
+    grown = [_msg(0), _msg(1)]
+    assert tracker.plan(Checkpoint(task_id="a", messages=grown, version=1)).rewrite
+    assert not tracker.plan(Checkpoint(task_id="c", messages=grown, version=1)).rewrite
+
+
+def test_bytes_written_grow_linearly_with_the_history() -> None:
+    store = MemoryStore()
+    cp = Checkpoint(task_id="t")
+    payload = "x" * 2000
+    for i in range(200):
+        cp.messages.append({"role": "assistant", "content": f"{i} {payload}"})
+        cp.messages.append({"role": "user", "content": f"{i} {payload}"})
+        cp = store.save(cp)
+    incremental = store.bytes_written
+    full_snapshots = sum(2 * (i + 1) * 2000 for i in range(200))
+    assert incremental < full_snapshots / 50
+    loaded = store.load("t")
+    assert loaded is not None and loaded.messages == cp.messages
