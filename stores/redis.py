@@ -1,0 +1,422 @@
+"""Redis checkpoint store: compare-and-set and the write in one server-side Lua script.
+
+Layout under ``key_prefix`` (default ``agentckpt:``), per task:
+
+- ``{prefix}task:{task_id}:head`` — a hash: ``version``, ``lineage``, ``count`` (messages
+  stored) and ``body`` (the JSON head: every checkpoint field but ``messages``);
+- ``{prefix}task:{task_id}:msgs`` — a list, one JSON message per element;
+- ``{prefix}index`` — a set of every stored task id, for listing.
+
+A save runs one script: it checks the stored version (and, for an append, the lineage
+and the list length), then appends the new suffix (or replaces the whole list) and sets
+the head. Redis runs a script atomically, so a reader sees the old checkpoint or the new
+one, never a mix. The script does not span slots of a Redis Cluster: use a single
+primary (or a primary with replicas).
+
+Redis keeps data in memory; only AOF persistence (``appendonly yes``) makes an
+acknowledged save survive a restart. :meth:`RedisStore.info` says whether it is on, and
+the store warns (:class:`RedisNotDurableWarning`) when it is off.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode, urlsplit, urlunsplit
+
+from .checkpoint import Checkpoint, CheckpointStatus, CheckpointSummary, utcnow
+from .codec import decode_checkpoint, decode_summary, encode_head, encode_messages
+from .errors import (
+    ConflictError,
+    CorruptCheckpointError,
+    MissingDriverError,
+    StoreUnavailableError,
+)
+from .incremental import PrefixTracker, WritePlan
+from .protocol import StoreInfo, metadata_matches
+from .url import query_params, redact_url
+
+if TYPE_CHECKING:
+    import redis as redis_module
+
+__all__ = ["DEFAULT_KEY_PREFIX", "RedisNotDurableWarning", "RedisStore"]
+
+DEFAULT_KEY_PREFIX = "agentckpt:"
+
+# Seconds: a dead or unreachable server must fail a save quickly, not hang an agent.
+_CONNECT_TIMEOUT = 3.0
+_SOCKET_TIMEOUT = 10.0
+# Messages pushed per RPUSH inside the script (Lua's unpack has a stack limit).
+_PUSH_BATCH = 500
+
+_OK, _CONFLICT, _STALE_PREFIX, _BAD_VERSION = 1, 0, 2, 3
+
+# KEYS: head hash, messages list, index set.
+# ARGV: expected version, mode ("a" append / "r" rewrite), lineage, start, task id,
+#       head body, new version, messages...
+# Returns {status, stored version (-1 when absent)}.
+_SAVE_SCRIPT = """
+local stored = redis.call('HGET', KEYS[1], 'version')
+local actual = 0
+if stored then
+  actual = tonumber(stored)
+  if actual == nil then return {3, -1} end
+end
+if actual ~= tonumber(ARGV[1]) then
+  if stored then return {0, actual} end
+  return {0, -1}
+end
+if ARGV[2] == 'a' then
+  if redis.call('HGET', KEYS[1], 'lineage') ~= ARGV[3]
+     or redis.call('LLEN', KEYS[2]) ~= tonumber(ARGV[4]) then
+    return {2, actual}
+  end
+else
+  redis.call('DEL', KEYS[2])
+end
+local n = #ARGV
+local i = 8
+while i <= n do
+  local j = math.min(i + 499, n)
+  redis.call('RPUSH', KEYS[2], unpack(ARGV, i, j))
+  i = j + 1
+end
+redis.call('HSET', KEYS[1], 'version', ARGV[7], 'lineage', ARGV[3],
+           'count', redis.call('LLEN', KEYS[2]), 'body', ARGV[6])
+redis.call('SADD', KEYS[3], ARGV[5])
+return {1, tonumber(ARGV[7])}
+"""
+
+
+class RedisNotDurableWarning(UserWarning):
+    """The Redis server has AOF persistence off: every checkpoint is lost on restart."""
+
+
+def _import_redis() -> Any:
+    try:
+        import redis
+    except ImportError:
+        raise MissingDriverError("redis", "redis", "redis") from None
+    return redis
+
+
+class RedisStore:
+    """A :class:`~stores.CheckpointStore` on Redis (redis-py), with incremental saves.
+
+    >>> store = RedisStore.from_url("redis://127.0.0.1:6379/0?key_prefix=myapp:")  # doctest: +SKIP
+    >>> store.info().durable  # doctest: +SKIP
+    True
+
+    ``client`` must be a ``redis.Redis`` with ``decode_responses=False``. Keys live under
+    ``key_prefix``, so several applications (or test runs) can share one server.
+    """
+
+    def __init__(
+        self,
+        client: redis_module.Redis,
+        *,
+        key_prefix: str = DEFAULT_KEY_PREFIX,
+        url: str = "redis://",
+        warn_if_not_durable: bool = True,
+    ) -> None:
+        self._redis = _import_redis()
+        self._client = client
+        self.key_prefix = key_prefix
+        self.url = redact_url(url)
+        self._tracker = PrefixTracker()
+        self._script = client.register_script(_SAVE_SCRIPT)
+        self._durability: tuple[bool | None, tuple[str, ...]] | None = None
+        if warn_if_not_durable:
+            durable, notes = self._probe_durability()
+            if durable is False:
+                warnings.warn(
+                    f"Redis at {self.url} has AOF persistence off (appendonly no): every "
+                    "checkpoint is lost when the server restarts. Set 'appendonly yes' "
+                    "(and 'appendfsync always' or 'everysec') in redis.conf. " + " ".join(notes),
+                    RedisNotDurableWarning,
+                    stacklevel=3,
+                )
+
+    @classmethod
+    def from_url(cls, url: str) -> RedisStore:
+        """``redis://[:password@]host:6379/0?key_prefix=agentckpt:`` (``rediss://`` for TLS).
+
+        Other query parameters go to redis-py. Connects at once, so a wrong URL or a
+        server that is down fails here with :class:`~stores.StoreUnavailableError`.
+        """
+        redis = _import_redis()
+        parts = urlsplit(url)
+        params = query_params(parts)
+        key_prefix = params.pop("key_prefix", DEFAULT_KEY_PREFIX)
+        scheme = "rediss" if parts.scheme.lower().startswith("rediss") else "redis"
+        driver_url = urlunsplit(parts._replace(scheme=scheme, query=urlencode(params)))
+        from redis.backoff import ExponentialBackoff
+        from redis.retry import Retry
+
+        client = redis.Redis.from_url(
+            driver_url,
+            decode_responses=False,
+            socket_connect_timeout=_CONNECT_TIMEOUT,
+            socket_timeout=_SOCKET_TIMEOUT,
+            # One quick retry on a dropped connection (a pooled connection to a server
+            # that restarted); a server that stays down fails within seconds.
+            retry=Retry(ExponentialBackoff(cap=0.2, base=0.05), 1),
+            retry_on_error=[redis.ConnectionError],
+        )
+        store = cls(client, key_prefix=key_prefix, url=url)
+        return store
+
+    # -- keys -------------------------------------------------------------------------
+
+    def _head_key(self, task_id: str) -> str:
+        return f"{self.key_prefix}task:{task_id}:head"
+
+    def _msgs_key(self, task_id: str) -> str:
+        return f"{self.key_prefix}task:{task_id}:msgs"
+
+    @property
+    def _index_key(self) -> str:
+        return f"{self.key_prefix}index"
+
+    def raw_keys(self, task_id: str) -> tuple[str, str, str]:
+        """The keys holding ``task_id``: head hash, messages list, index set.
+
+        For inspection and for tests that damage stored data on purpose.
+        """
+        return self._head_key(task_id), self._msgs_key(task_id), self._index_key
+
+    @property
+    def client(self) -> redis_module.Redis:
+        """The underlying redis-py client."""
+        return self._client
+
+    # -- errors -----------------------------------------------------------------------
+
+    @contextmanager
+    def _errors(self, what: str) -> Iterator[None]:
+        redis = self._redis
+        try:
+            yield
+        except redis.AuthenticationError as exc:
+            raise StoreUnavailableError(
+                f"Redis at {self.url} refused the credentials while trying to {what} ({exc}): "
+                "check the password (and user name) in the store URL"
+            ) from None
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise StoreUnavailableError(
+                f"Redis at {self.url} is unreachable while trying to {what} ({exc}): check "
+                "that redis-server is running, that host, port and database in the URL are "
+                "right, and for TLS servers that the URL says rediss://"
+            ) from None
+
+    # -- CheckpointStore ----------------------------------------------------------------
+
+    def load(self, task_id: str) -> Checkpoint | None:
+        """The stored checkpoint, or ``None`` when none exists (damage raises)."""
+        head_key, msgs_key, index_key = self.raw_keys(task_id)
+        with self._errors("load a checkpoint"):
+            pipe = self._client.pipeline(transaction=True)
+            pipe.hgetall(head_key)
+            pipe.lrange(msgs_key, 0, -1)
+            pipe.sismember(index_key, task_id)
+            try:
+                head, messages, indexed = pipe.execute()
+            except self._redis.ResponseError as exc:
+                # WRONGTYPE: something else was written at our keys.
+                raise CorruptCheckpointError(task_id, f"Redis refused to read it ({exc})") from None
+        if not head:
+            if messages or indexed:
+                raise CorruptCheckpointError(
+                    task_id, "the head is missing but its messages or index entry remain"
+                )
+            return None
+        version, lineage = self._check_head_fields(task_id, head, len(messages))
+        checkpoint = decode_checkpoint(task_id, head[b"body"], messages)
+        if checkpoint.version != version:
+            raise CorruptCheckpointError(
+                task_id, f"head body says version {checkpoint.version}, the record {version}"
+            )
+        self._tracker.loaded(task_id, version, lineage, messages)
+        return checkpoint
+
+    @staticmethod
+    def _check_head_fields(
+        task_id: str, head: Mapping[bytes, bytes], count: int
+    ) -> tuple[int, str]:
+        missing = [f for f in (b"version", b"lineage", b"count", b"body") if f not in head]
+        if missing:
+            names = ", ".join(m.decode() for m in missing)
+            raise CorruptCheckpointError(task_id, f"the head lacks {names}")
+        try:
+            version = int(head[b"version"])
+            stored_count = int(head[b"count"])
+            lineage = head[b"lineage"].decode("ascii")
+        except (ValueError, UnicodeDecodeError):
+            raise CorruptCheckpointError(
+                task_id, "the head's version, count or lineage is unreadable"
+            ) from None
+        if stored_count != count:
+            raise CorruptCheckpointError(
+                task_id, f"the head records {stored_count} messages but {count} are stored"
+            )
+        return version, lineage
+
+    def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        """Compare-and-set on ``version``; writes only the new suffix of ``messages``."""
+        task_id = checkpoint.task_id
+        new_version = checkpoint.version + 1
+        saved = checkpoint.model_copy(update={"version": new_version, "updated_at": utcnow()})
+        head = encode_head(saved)
+        plan = self._tracker.plan(checkpoint)
+        status, actual = self._run_save(task_id, checkpoint.version, plan, head)
+        if status == _STALE_PREFIX:
+            # What this store knew of the stored history is not what is stored (another
+            # writer, a damaged list): write the whole history, still conditional on the
+            # version, so a concurrent writer can only cause a conflict.
+            plan = WritePlan(True, 0, encode_messages(checkpoint.messages), plan.lineage)
+            status, actual = self._run_save(task_id, checkpoint.version, plan, head)
+        if status == _CONFLICT:
+            self._tracker.forget(task_id)
+            raise ConflictError(task_id, checkpoint.version, None if actual < 0 else actual)
+        if status == _BAD_VERSION:
+            self._tracker.forget(task_id)
+            raise CorruptCheckpointError(task_id, "the stored version is not an integer")
+        if status != _OK:
+            self._tracker.forget(task_id)
+            raise CorruptCheckpointError(task_id, f"unexpected save status {status}")
+        self._tracker.saved(task_id, new_version, plan)
+        return saved
+
+    def _run_save(
+        self, task_id: str, expected: int, plan: WritePlan, head: bytes
+    ) -> tuple[int, int]:
+        args: list[bytes | str | int] = [
+            expected,
+            "r" if plan.rewrite else "a",
+            plan.lineage,
+            plan.start,
+            task_id,
+            head,
+            expected + 1,
+            *plan.encoded,
+        ]
+        with self._errors("save a checkpoint"):
+            try:
+                result = self._script(keys=list(self.raw_keys(task_id)), args=args)
+            except self._redis.ResponseError as exc:
+                self._tracker.forget(task_id)
+                if "WRONGTYPE" in str(exc):
+                    raise CorruptCheckpointError(
+                        task_id, f"Redis refused to write over it ({exc})"
+                    ) from None
+                raise StoreUnavailableError(
+                    f"Redis at {self.url} refused the save script ({exc}): check that "
+                    "scripting (EVAL/EVALSHA) is allowed for this user"
+                ) from None
+            except BaseException:
+                # Unknown outcome (connection lost mid-script): the snapshot may be wrong.
+                self._tracker.forget(task_id)
+                raise
+        return int(result[0]), int(result[1])
+
+    def delete(self, task_id: str) -> None:
+        """Remove the checkpoint (idempotent)."""
+        head_key, msgs_key, index_key = self.raw_keys(task_id)
+        with self._errors("delete a checkpoint"):
+            pipe = self._client.pipeline(transaction=True)
+            pipe.delete(head_key, msgs_key)
+            pipe.srem(index_key, task_id)
+            pipe.execute()
+        self._tracker.forget(task_id)
+
+    def list_checkpoints(
+        self,
+        *,
+        status: CheckpointStatus | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> list[CheckpointSummary]:
+        """Summaries filtered by status and metadata, ordered by ``task_id``."""
+        with self._errors("list checkpoints"):
+            raw_members: Any = self._client.smembers(self._index_key)
+            members = sorted(
+                raw.decode("utf-8", "surrogateescape") if isinstance(raw, bytes) else str(raw)
+                for raw in raw_members
+            )
+            bodies: list[Any] = []
+            for start in range(0, len(members), 500):
+                pipe = self._client.pipeline(transaction=False)
+                for task_id in members[start : start + 500]:
+                    pipe.hget(self._head_key(task_id), "body")
+                bodies.extend(pipe.execute(raise_on_error=False))
+        result = []
+        for task_id, body in zip(members, bodies, strict=True):
+            if body is None:
+                continue  # deleted between the index read and the head read
+            if isinstance(body, Exception):
+                raise CorruptCheckpointError(task_id, f"Redis refused to read its head ({body})")
+            summary = decode_summary(task_id, body)
+            if status is not None and summary.status != status:
+                continue
+            if not metadata_matches(summary.metadata, metadata):
+                continue
+            result.append(summary)
+        return result
+
+    def _probe_durability(self) -> tuple[bool | None, tuple[str, ...]]:
+        if self._durability is not None:
+            return self._durability
+        redis = self._redis
+        with self._errors("connect"):
+            self._client.ping()
+            try:
+                config = self._client.config_get("append*")
+            except redis.ResponseError as exc:
+                self._durability = (
+                    None,
+                    (
+                        f"CONFIG GET is not allowed on this server ({exc}), so whether AOF "
+                        "persistence is on is unknown; without it every checkpoint is lost "
+                        "on restart",
+                    ),
+                )
+                return self._durability
+        values = {
+            (k.decode() if isinstance(k, bytes) else str(k)): (
+                v.decode() if isinstance(v, bytes) else str(v)
+            )
+            for k, v in config.items()
+        }
+        appendonly = values.get("appendonly")
+        fsync = values.get("appendfsync", "unknown")
+        if appendonly is None:
+            self._durability = (None, ("the server does not report appendonly",))
+        elif appendonly == "yes":
+            notes = [f"AOF persistence on (appendfsync {fsync})"]
+            if fsync == "everysec":
+                notes.append("a machine crash may lose the last second of saves")
+            elif fsync == "no":
+                notes.append("the OS decides when saves reach disk: a machine crash may lose more")
+            self._durability = (True, tuple(notes))
+        else:
+            self._durability = (
+                False,
+                ("AOF persistence off: an in-memory-only Redis loses every checkpoint on restart",),
+            )
+        return self._durability
+
+    def info(self) -> StoreInfo:
+        """Backend ``redis``; ``durable`` True only when AOF persistence is on."""
+        durable, notes = self._probe_durability()
+        return StoreInfo(
+            backend="redis",
+            url=self.url,
+            durable=durable,
+            incremental=True,
+            notes=(f"key prefix {self.key_prefix!r}", *notes),
+        )
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._client.close()
