@@ -1,0 +1,431 @@
+"""SQLite store: the embedded default, one file, WAL mode, one transaction per save.
+
+A checkpoint is a row of ``checkpoints`` (the head: every field but ``messages``, plus
+the columns a save needs to decide and a listing needs to filter) and one row of
+``messages`` per entry of the history. A save appends the new messages when the stored
+history is the prefix the store last saw (same version, lineage and length) and
+rewrites the history otherwise, inside the same ``BEGIN IMMEDIATE`` transaction that
+checks the version: readers see the old checkpoint or the new one, never a mix.
+
+Several threads share a store (each thread gets its own connection) and several
+processes share a file (SQLite's locks plus ``busy_timeout``).
+
+>>> import tempfile, pathlib
+>>> from stores import Checkpoint
+>>> path = pathlib.Path(tempfile.mkdtemp()) / "checkpoints.db"
+>>> store = SQLiteStore(path)
+>>> store.save(Checkpoint(task_id="t1", goal="demo")).version
+1
+>>> store.close()
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from .checkpoint import Checkpoint, CheckpointStatus, CheckpointSummary, utcnow
+from .codec import decode_checkpoint, decode_summary, dumps, encode_head, encode_messages
+from .errors import (
+    ConflictError,
+    CorruptCheckpointError,
+    InvalidStoreURLError,
+    StoreUnavailableError,
+)
+from .incremental import PrefixTracker, WritePlan
+from .protocol import StoreInfo, metadata_matches
+from .url import query_params
+
+__all__ = ["SQLiteStore"]
+
+#: Bumped when the table layout changes; stored in ``PRAGMA user_version``.
+_LAYOUT_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS checkpoints (
+    task_id       TEXT PRIMARY KEY,
+    version       INTEGER NOT NULL,
+    lineage       TEXT NOT NULL,
+    status        TEXT NOT NULL,
+    metadata      BLOB NOT NULL,
+    head          BLOB NOT NULL,
+    message_count INTEGER NOT NULL,
+    created_at    TEXT NOT NULL,
+    updated_at    TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS checkpoints_status ON checkpoints (status);
+CREATE TABLE IF NOT EXISTS messages (
+    task_id TEXT NOT NULL,
+    idx     INTEGER NOT NULL,
+    body    BLOB NOT NULL,
+    PRIMARY KEY (task_id, idx)
+) WITHOUT ROWID;
+"""
+
+_SYNCHRONOUS = ("off", "normal", "full", "extra")
+
+
+class SQLiteStore:
+    """A :class:`~stores.CheckpointStore` in one SQLite file.
+
+    ``busy_timeout_ms`` is how long a writer waits for another process's write lock
+    before the save fails with :class:`~stores.StoreUnavailableError`. ``synchronous``
+    is SQLite's setting: ``full`` (the default) makes every acknowledged save survive a
+    power loss; ``normal`` survives process crashes only and is faster.
+
+    >>> store = SQLiteStore.from_url("sqlite:///.agentckpt/checkpoints.db")  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout_ms: int = 10_000,
+        synchronous: str = "full",
+        url: str | None = None,
+    ) -> None:
+        if synchronous.lower() not in _SYNCHRONOUS:
+            raise ValueError(
+                f"synchronous must be one of {', '.join(_SYNCHRONOUS)}, not {synchronous!r}"
+            )
+        if busy_timeout_ms < 0:
+            raise ValueError(f"busy_timeout_ms must be >= 0, not {busy_timeout_ms}")
+        self.path = Path(path)
+        self.url = url or f"sqlite:///{self.path}"
+        self._busy_timeout_ms = int(busy_timeout_ms)
+        self._synchronous = synchronous.lower()
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._connections_lock = threading.Lock()
+        self._closed = False
+        self._tracker = PrefixTracker()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise self._unavailable(
+                f"cannot create the directory {self.path.parent}: {exc}"
+            ) from None
+        self._migrate()
+
+    @classmethod
+    def from_url(cls, url: str) -> SQLiteStore:
+        """``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db``.
+
+        Query parameters: ``busy_timeout`` (milliseconds, default 10000) and
+        ``synchronous`` (``full``, the default, or ``normal``).
+        """
+        parts = urlsplit(url)
+        if parts.netloc:
+            raise InvalidStoreURLError(
+                f"SQLite URL {url!r} has a host part {parts.netloc!r}; use "
+                "sqlite:///relative/path.db or sqlite:////absolute/path.db"
+            )
+        path = unquote(parts.path)
+        # One slash ends the (empty) host: "///rel" is relative, "////abs" absolute.
+        path = path[1:] if path.startswith("/") else path
+        if not path or path == ":memory:":
+            raise InvalidStoreURLError(
+                f"SQLite URL {url!r} names no file; use sqlite:///relative/path.db or "
+                "sqlite:////absolute/path.db (use memory:// for an in-process store)"
+            )
+        params = query_params(parts)
+        unknown = sorted(set(params) - {"busy_timeout", "synchronous"})
+        if unknown:
+            raise InvalidStoreURLError(
+                f"SQLite URL {url!r}: unknown parameter(s) {', '.join(unknown)}; "
+                "supported: busy_timeout, synchronous"
+            )
+        try:
+            busy = int(params.get("busy_timeout", "10000"))
+        except ValueError:
+            raise InvalidStoreURLError(
+                f"SQLite URL {url!r}: busy_timeout must be an integer number of milliseconds"
+            ) from None
+        sync = params.get("synchronous", "full")
+        if sync.lower() not in _SYNCHRONOUS:
+            raise InvalidStoreURLError(
+                f"SQLite URL {url!r}: synchronous must be one of {', '.join(_SYNCHRONOUS)}"
+            )
+        return cls(path, busy_timeout_ms=busy, synchronous=sync, url=url)
+
+    # -- connections -------------------------------------------------------------------
+
+    def _unavailable(self, reason: str) -> StoreUnavailableError:
+        return StoreUnavailableError(
+            f"SQLite store {self.url!r} is unavailable: {reason}. Check that the path is a "
+            "writable file on a local disk (not a network share) and that no other process "
+            "holds a long write transaction on it"
+        )
+
+    def _connect(self) -> sqlite3.Connection:
+        """This thread's connection (raw access for tests that damage stored bytes)."""
+        if self._closed:
+            raise StoreUnavailableError(f"SQLite store {self.url!r} is closed")
+        pid = os.getpid()
+        cached: tuple[int, sqlite3.Connection] | None = getattr(self._local, "conn", None)
+        # A connection must not cross fork(): a child process opens its own.
+        if cached is not None and cached[0] == pid:
+            return cached[1]
+        try:
+            conn = sqlite3.connect(
+                self.path,
+                timeout=self._busy_timeout_ms / 1000,
+                isolation_level=None,  # we issue BEGIN/COMMIT ourselves
+                check_same_thread=False,  # only so that close() may close it from any thread
+            )
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            if mode is None or str(mode[0]).lower() != "wal":
+                raise sqlite3.OperationalError(f"cannot enable WAL mode (got {mode!r})")
+            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+        except sqlite3.Error as exc:
+            raise self._unavailable(str(exc)) from None
+        self._local.conn = (pid, conn)
+        with self._connections_lock:
+            self._connections.append(conn)
+        return conn
+
+    @contextmanager
+    def _transaction(self, begin: str = "BEGIN IMMEDIATE") -> Iterator[sqlite3.Connection]:
+        conn = self._connect()
+        try:
+            conn.execute(begin)
+        except sqlite3.Error as exc:
+            raise self._unavailable(str(exc)) from None
+        try:
+            yield conn
+        except BaseException:
+            _rollback(conn)
+            raise
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            _rollback(conn)
+            raise self._unavailable(f"commit failed: {exc}") from None
+
+    def _migrate(self) -> None:
+        try:
+            with self._transaction() as conn:
+                (layout,) = conn.execute("PRAGMA user_version").fetchone()
+                if layout > _LAYOUT_VERSION:
+                    raise self._unavailable(
+                        f"the file has table layout {layout}, newer than this code's "
+                        f"{_LAYOUT_VERSION}; upgrade pytest-agentckpt"
+                    )
+                if layout < _LAYOUT_VERSION:
+                    for statement in _SCHEMA.split(";"):
+                        if statement.strip():
+                            conn.execute(statement)
+                    conn.execute(f"PRAGMA user_version = {_LAYOUT_VERSION}")
+        except sqlite3.DatabaseError as exc:
+            raise self._unavailable(f"cannot set up the tables: {exc}") from None
+
+    # -- the store protocol -------------------------------------------------------------
+
+    def load(self, task_id: str) -> Checkpoint | None:
+        try:
+            # One read transaction: the head and the messages come from the same snapshot.
+            with self._transaction("BEGIN") as conn:
+                row = conn.execute(
+                    "SELECT version, lineage, head, message_count FROM checkpoints"
+                    " WHERE task_id = ?",
+                    (task_id,),
+                ).fetchone()
+                if row is None:
+                    return None
+                rows = conn.execute(
+                    "SELECT idx, body FROM messages WHERE task_id = ? ORDER BY idx", (task_id,)
+                ).fetchall()
+        except sqlite3.OperationalError as exc:
+            raise self._unavailable(str(exc)) from None
+        except sqlite3.DatabaseError as exc:
+            # The file itself is damaged: that is corruption, never "no checkpoint".
+            raise CorruptCheckpointError(task_id, f"the database file is damaged ({exc})") from None
+        version, lineage, head, count = row
+        if (
+            not isinstance(version, int)
+            or not isinstance(count, int)
+            or not isinstance(lineage, str)
+        ):
+            raise CorruptCheckpointError(
+                task_id, "stored version, lineage or message count is damaged"
+            )
+        if not isinstance(head, bytes | str):
+            raise CorruptCheckpointError(
+                task_id, f"stored head is a {type(head).__name__}, not JSON"
+            )
+        if [idx for idx, _ in rows] != list(range(count)):
+            raise CorruptCheckpointError(
+                task_id,
+                f"the head records {count} messages but the stored indexes are "
+                f"{_describe_indexes([idx for idx, _ in rows])}",
+            )
+        bodies: list[bytes] = []
+        for idx, body in rows:
+            if isinstance(body, str):
+                body = body.encode("utf-8", "surrogatepass")
+            if not isinstance(body, bytes):
+                raise CorruptCheckpointError(task_id, f"stored message {idx} is not JSON bytes")
+            bodies.append(body)
+        checkpoint = decode_checkpoint(task_id, head, bodies)
+        self._tracker.loaded(task_id, version, lineage, bodies)
+        return checkpoint.model_copy(update={"version": version})
+
+    def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        task_id = checkpoint.task_id
+        # Encode everything before touching the file: a ValueError (a lone surrogate, say)
+        # must leave the store exactly as it was.
+        plan = self._tracker.plan(checkpoint)
+        new_version = checkpoint.version + 1
+        saved = checkpoint.model_copy(update={"version": new_version, "updated_at": utcnow()})
+        head = encode_head(saved)
+        metadata = dumps(saved.metadata)
+        created = saved.created_at.isoformat()
+        updated = saved.updated_at.isoformat()
+        try:
+            with self._transaction() as conn:
+                row = conn.execute(
+                    "SELECT version, lineage, message_count FROM checkpoints WHERE task_id = ?",
+                    (task_id,),
+                ).fetchone()
+                actual = None if row is None else int(row[0])
+                if (actual or 0) != checkpoint.version:
+                    raise ConflictError(task_id, checkpoint.version, actual)
+                if row is None:
+                    # A record is created with a fresh lineage; stray rows cannot exist
+                    # (deletes remove both tables in one transaction) but cost nothing to clear.
+                    conn.execute("DELETE FROM messages WHERE task_id = ?", (task_id,))
+                    if not plan.rewrite:  # a stale tracker; a new record is always whole
+                        plan = WritePlan(
+                            True, 0, encode_messages(checkpoint.messages), plan.lineage
+                        )
+                    conn.execute(
+                        "INSERT INTO checkpoints (task_id, version, lineage, status, metadata,"
+                        " head, message_count, created_at, updated_at)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (
+                            task_id,
+                            new_version,
+                            plan.lineage,
+                            saved.status,
+                            metadata,
+                            head,
+                            plan.total,
+                            created,
+                            updated,
+                        ),
+                    )
+                else:
+                    stored_lineage, stored_count = str(row[1]), int(row[2])
+                    if plan.rewrite or stored_lineage != plan.lineage or stored_count != plan.start:
+                        # The tracker's snapshot is not what is stored: rewrite the history.
+                        plan = WritePlan(
+                            True,
+                            0,
+                            plan.encoded if plan.rewrite else encode_messages(checkpoint.messages),
+                            stored_lineage,
+                        )
+                        conn.execute("DELETE FROM messages WHERE task_id = ?", (task_id,))
+                    conn.execute(
+                        "UPDATE checkpoints SET version = ?, status = ?, metadata = ?, head = ?,"
+                        " message_count = ?, created_at = ?, updated_at = ? WHERE task_id = ?",
+                        (
+                            new_version,
+                            saved.status,
+                            metadata,
+                            head,
+                            plan.total,
+                            created,
+                            updated,
+                            task_id,
+                        ),
+                    )
+                conn.executemany(
+                    "INSERT INTO messages (task_id, idx, body) VALUES (?, ?, ?)",
+                    [(task_id, plan.start + i, body) for i, body in enumerate(plan.encoded)],
+                )
+        except ConflictError:
+            self._tracker.forget(task_id)
+            raise
+        except sqlite3.DatabaseError as exc:
+            self._tracker.forget(task_id)
+            raise self._unavailable(
+                f"save of {task_id!r} failed, nothing was written: {exc}"
+            ) from None
+        self._tracker.saved(task_id, new_version, plan)
+        return saved
+
+    def delete(self, task_id: str) -> None:
+        try:
+            with self._transaction() as conn:
+                conn.execute("DELETE FROM messages WHERE task_id = ?", (task_id,))
+                conn.execute("DELETE FROM checkpoints WHERE task_id = ?", (task_id,))
+        except sqlite3.DatabaseError as exc:
+            raise self._unavailable(str(exc)) from None
+        finally:
+            self._tracker.forget(task_id)
+
+    def list_checkpoints(
+        self,
+        *,
+        status: CheckpointStatus | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> list[CheckpointSummary]:
+        query = "SELECT task_id, version, head FROM checkpoints"
+        args: tuple[Any, ...] = ()
+        if status is not None:
+            query += " WHERE status = ?"
+            args = (status,)
+        query += " ORDER BY task_id"
+        try:
+            rows = self._connect().execute(query, args).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise self._unavailable(str(exc)) from None
+        result = []
+        for task_id, version, head in rows:
+            if not isinstance(head, bytes | str):
+                raise CorruptCheckpointError(task_id, "stored head is not JSON")
+            summary = decode_summary(task_id, head)
+            # The metadata rule lives in one place (metadata_matches); SQLite filters status.
+            if metadata_matches(summary.metadata, metadata):
+                result.append(summary.model_copy(update={"version": version}))
+        return result
+
+    def info(self) -> StoreInfo:
+        notes = [f"file {self.path}", "WAL mode", f"synchronous={self._synchronous}"]
+        durable = self._synchronous in ("full", "extra")
+        if not durable:
+            notes.append("a power loss may drop the last saves (a process crash does not)")
+        return StoreInfo(
+            backend="sqlite", url=self.url, durable=durable, incremental=True, notes=tuple(notes)
+        )
+
+    def close(self) -> None:
+        self._closed = True
+        with self._connections_lock:
+            connections, self._connections = self._connections, []
+        for conn in connections:
+            with suppress(sqlite3.Error):
+                conn.close()
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        # If even ROLLBACK fails the connection is unusable; the original error is the one
+        # to report.
+        with suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+
+
+def _describe_indexes(indexes: list[int]) -> str:
+    if not indexes:
+        return "none"
+    if len(indexes) <= 8:
+        return ", ".join(str(i) for i in indexes)
+    return f"{len(indexes)} rows from {indexes[0]} to {indexes[-1]}"

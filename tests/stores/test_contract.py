@@ -1,0 +1,640 @@
+"""The checkpoint-store contract, run against every backend.
+
+Each test gets a fresh, empty store (``any_checkpoint_store``) on each backend selected
+by ``--agentckpt-backends`` (all of them in this repository's configuration), so these
+tests are the specification every backend must meet.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from stores import (
+    SCHEMA_VERSION,
+    ActionRecord,
+    Checkpoint,
+    CheckpointStore,
+    ConflictError,
+    RecordedResult,
+    UnsupportedSchemaVersionError,
+    open_store,
+)
+
+# Hypothesis runs many examples on one function-scoped store: each example uses its own
+# task id, so the examples never see each other's data.
+_store_settings = settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+def _task_id() -> str:
+    return "task-" + uuid.uuid4().hex
+
+
+def _user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def _assistant(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": [{"type": "text", "text": text}]}
+
+
+@pytest.fixture
+def second_store(
+    any_checkpoint_store_url: str, any_checkpoint_store_backend: str
+) -> Iterator[CheckpointStore]:
+    """Another store on the same URL: another worker looking at the same data."""
+    if any_checkpoint_store_backend == "memory":
+        pytest.skip("memory:// stores share nothing between instances")
+    store = open_store(any_checkpoint_store_url)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+# -- awkward data ------------------------------------------------------------------------
+
+EVERY_BLOCK_TYPE: list[dict[str, Any]] = [
+    {"role": "user", "content": "Find the report and e-mail it to Zoë 📧"},
+    {
+        "role": "assistant",
+        "content": [
+            {
+                "type": "thinking",
+                "thinking": "The user wants the report. Let me search first.\n\n步骤一",
+                "signature": "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds" + "A" * 300,
+            },
+            {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT" + "=" * 2},
+            {"type": "text", "text": "Searching.", "citations": None},
+            {
+                "type": "server_tool_use",
+                "id": "srvtoolu_01",
+                "name": "web_search",
+                "input": {"query": "quarterly report 2024"},
+            },
+            {
+                "type": "web_search_tool_result",
+                "tool_use_id": "srvtoolu_01",
+                "content": [
+                    {
+                        "type": "web_search_result",
+                        "url": "https://example.com/report",
+                        "title": "Report",
+                        "encrypted_content": "Eo8BCioIAhgBIiQ" * 20,
+                        "page_age": None,
+                    }
+                ],
+            },
+            {
+                "type": "tool_use",
+                "id": "toolu_01A",
+                "name": "send_email",
+                "input": {"to": ["zoe@example.com"], "cc": [], "attachments": {}, "n": 2**64 + 1},
+            },
+            {"type": "tool_use", "id": "toolu_01B", "name": "noop", "input": {}},
+        ],
+    },
+    {
+        "role": "user",
+        "content": [
+            {
+                "type": "tool_result",
+                "tool_use_id": "toolu_01A",
+                "content": [{"type": "text", "text": "sent"}],
+                "is_error": False,
+            },
+            {"type": "tool_result", "tool_use_id": "toolu_01B", "content": []},
+            {
+                "type": "image",
+                "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="},
+            },
+            {
+                "type": "document",
+                "source": {"type": "text", "media_type": "text/plain", "data": "line\nline\u2028"},
+                "title": None,
+                "context": "",
+                "citations": {"enabled": True},
+            },
+            {
+                "type": "document",
+                "source": {"type": "url", "url": "https://example.com/a.pdf"},
+                "cache_control": {"type": "ephemeral"},
+            },
+        ],
+    },
+]
+
+
+def _deep(depth: int) -> Any:
+    value: Any = "bottom"
+    for level in range(depth):
+        value = {"level": level, "child": [value]}
+    return value
+
+
+def test_every_content_block_type_round_trips_exactly(
+    any_checkpoint_store: CheckpointStore,
+) -> None:
+    checkpoint = Checkpoint(
+        task_id=_task_id(),
+        goal="report ✓",
+        messages=copy.deepcopy(EVERY_BLOCK_TYPE),
+        completed_tasks=["find", "réviser"],
+        artifacts={"report.md": "# Report\n" * 100, "empty": [], "nested": {"a": {}}},
+        iteration=7,
+        actions=[
+            ActionRecord(
+                tool_use_id="toolu_01A",
+                tool_name="send_email",
+                input={"to": ["zoe@example.com"]},
+                idempotency_key="key-1",
+                state="done",
+                result=RecordedResult(content=[{"type": "text", "text": "sent"}]),
+            )
+        ],
+        metadata={"user": "u1", "big": 2**70, "neg": -(2**63) - 1},
+    )
+    saved = any_checkpoint_store.save(checkpoint)
+    loaded = any_checkpoint_store.load(checkpoint.task_id)
+    assert loaded is not None
+    assert loaded.messages == EVERY_BLOCK_TYPE
+    assert loaded.model_dump() == saved.model_dump()
+    assert loaded.metadata["big"] == 2**70
+
+
+def test_awkward_strings_and_shapes_round_trip(any_checkpoint_store: CheckpointStore) -> None:
+    awkward = [
+        "",
+        "\x00",
+        "nul\x00inside",
+        "emoji 👩‍👩‍👧‍👦 🏳️‍🌈",
+        "rtl \u202e עברית",
+        "\ufeffbom",
+        "\U0010ffff",
+        "\\u0000 literal backslash",
+        'quote " and \\',
+        "x" * 1_000_000,
+    ]
+    checkpoint = Checkpoint(
+        task_id=_task_id(),
+        goal="\x00 goal with nul",
+        messages=[_user(text) for text in awkward if text]
+        + [{"role": "assistant", "content": [{"type": "text", "text": "", "extra": _deep(200)}]}],
+        artifacts={text: text for text in awkward[:9]},
+        metadata={"ints": [2**53 + 1, -(2**53) - 1, 10**30], "floats": [0.1, 1e308, -0.0]},
+        completed_tasks=[],
+    )
+    saved = any_checkpoint_store.save(checkpoint)
+    loaded = any_checkpoint_store.load(checkpoint.task_id)
+    assert loaded is not None
+    assert loaded.model_dump() == saved.model_dump()
+    assert loaded.messages[-1]["content"][0]["extra"] == _deep(200)
+    assert loaded.metadata["ints"][0] == 2**53 + 1
+
+
+_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**80), max_value=2**80)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=40),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+_messages = st.lists(
+    st.fixed_dictionaries(
+        {"role": st.sampled_from(["user", "assistant"]), "content": st.text(min_size=1)},
+        optional={"extra": _json},
+    ),
+    max_size=6,
+)
+
+
+@_store_settings
+@given(messages=_messages, artifacts=st.dictionaries(st.text(max_size=8), _json, max_size=3))
+def test_arbitrary_json_data_round_trips(
+    any_checkpoint_store: CheckpointStore,
+    messages: list[dict[str, Any]],
+    artifacts: dict[str, Any],
+) -> None:
+    checkpoint = Checkpoint(task_id=_task_id(), messages=messages, artifacts=artifacts)
+    saved = any_checkpoint_store.save(checkpoint)
+    loaded = any_checkpoint_store.load(checkpoint.task_id)
+    assert loaded is not None
+    assert loaded.messages == messages
+    assert loaded.model_dump() == saved.model_dump()
+
+
+def test_lone_surrogate_is_a_clear_value_error_and_stores_nothing(
+    any_checkpoint_store: CheckpointStore,
+) -> None:
+    task_id = _task_id()
+    bad = Checkpoint(task_id=task_id, messages=[_user("half a pair \ud83d")])
+    with pytest.raises(ValueError, match="surrogate"):
+        any_checkpoint_store.save(bad)
+    assert any_checkpoint_store.load(task_id) is None
+    assert any_checkpoint_store.list_checkpoints() == []
+
+
+def test_lone_surrogate_in_an_update_leaves_the_stored_checkpoint_unchanged(
+    any_checkpoint_store: CheckpointStore,
+) -> None:
+    saved = any_checkpoint_store.save(Checkpoint(task_id=_task_id(), messages=[_user("ok")]))
+    bad = saved.model_copy(deep=True)
+    bad.messages.append(_user("\udfff"))
+    with pytest.raises(ValueError, match="surrogate"):
+        any_checkpoint_store.save(bad)
+    loaded = any_checkpoint_store.load(saved.task_id)
+    assert loaded is not None
+    assert (loaded.version, loaded.messages) == (1, [_user("ok")])
+    # The failed save did not disturb incremental saves either.
+    saved.messages.append(_user("next"))
+    assert any_checkpoint_store.save(saved).version == 2
+    reloaded = any_checkpoint_store.load(saved.task_id)
+    assert reloaded is not None
+    assert reloaded.messages == [_user("ok"), _user("next")]
+
+
+# -- versions and compare-and-set --------------------------------------------------------
+
+
+def test_missing_task_loads_as_none(any_checkpoint_store: CheckpointStore) -> None:
+    assert any_checkpoint_store.load(_task_id()) is None
+
+
+def test_each_save_returns_the_next_version_and_load_reports_it(
+    any_checkpoint_store: CheckpointStore,
+) -> None:
+    checkpoint = Checkpoint(task_id=_task_id())
+    versions = []
+    for iteration in range(1, 5):
+        checkpoint = any_checkpoint_store.save(
+            checkpoint.model_copy(update={"iteration": iteration})
+        )
+        versions.append(checkpoint.version)
+    loaded = any_checkpoint_store.load(checkpoint.task_id)
+    assert versions == [1, 2, 3, 4]
+    assert loaded is not None
+    assert (loaded.version, loaded.iteration) == (4, 4)
+
+
+def test_stale_save_raises_conflict_and_changes_nothing(
+    any_checkpoint_store: CheckpointStore,
+) -> None:
+    first = any_checkpoint_store.save(Checkpoint(task_id=_task_id(), messages=[_user("a")]))
+    winner = first.model_copy(deep=True)
+    winner.messages.append(_user("winner"))
+    winner = any_checkpoint_store.save(winner)
+    stale = first.model_copy(deep=True)
+    stale.messages.append(_user("stale"))
+    stale.iteration = 99
+    with pytest.raises(ConflictError) as raised:
+        any_checkpoint_store.save(stale)
+    assert (raised.value.expected, raised.value.actual) == (1, 2)
+    loaded = any_checkpoint_store.load(first.task_id)
+    assert loaded is not None
+    assert loaded.model_dump() == winner.model_dump()
+
+
+def test_creating_an_existing_task_conflicts(any_checkpoint_store: CheckpointStore) -> None:
+    task_id = _task_id()
+    existing = any_checkpoint_store.save(Checkpoint(task_id=task_id, goal="first"))
+    with pytest.raises(ConflictError) as raised:
+        any_checkpoint_store.save(Checkpoint(task_id=task_id, goal="second"))
+    assert raised.value.actual == 1
+    loaded = any_checkpoint_store.load(task_id)
+    assert loaded is not None
+    assert loaded.model_dump() == existing.model_dump()
+
+
+def test_saving_a_version_that_was_never_stored_conflicts(
+    any_checkpoint_store: CheckpointStore,
+) -> None:
+    task_id = _task_id()
+    with pytest.raises(ConflictError):
+        any_checkpoint_store.save(Checkpoint(task_id=task_id, version=3))
+    assert any_checkpoint_store.load(task_id) is None
+
+
+def test_newer_schema_version_is_refused_on_load(any_checkpoint_store: CheckpointStore) -> None:
+    task_id = _task_id()
+    any_checkpoint_store.save(Checkpoint(task_id=task_id, schema_version=SCHEMA_VERSION + 1))
+    with pytest.raises(UnsupportedSchemaVersionError) as raised:
+        any_checkpoint_store.load(task_id)
+    assert raised.value.found == SCHEMA_VERSION + 1
+
+
+def test_no_lost_update_with_concurrent_load_modify_save(
+    any_checkpoint_store: CheckpointStore,
+) -> None:
+    task_id = _task_id()
+    any_checkpoint_store.save(Checkpoint(task_id=task_id, artifacts={"counter": 0}))
+    workers, increments_each, max_attempts = 4, 8, 400
+    successes: list[int] = []
+    failures: list[BaseException] = []
+    lock = threading.Lock()
+    start = threading.Barrier(workers)
+
+    def work() -> None:
+        try:
+            start.wait(timeout=30)
+            done = attempts = 0
+            while done < increments_each and attempts < max_attempts:
+                attempts += 1
+                current = any_checkpoint_store.load(task_id)
+                assert current is not None
+                current.artifacts["counter"] += 1
+                current.messages.append(_user(f"{threading.get_ident()}-{done}"))
+                try:
+                    any_checkpoint_store.save(current)
+                except ConflictError:
+                    continue
+                done += 1
+            with lock:
+                successes.append(done)
+        except BaseException as exc:  # report worker failures in the main thread
+            with lock:
+                failures.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(workers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not failures, failures
+    final = any_checkpoint_store.load(task_id)
+    assert final is not None
+    assert final.artifacts["counter"] == sum(successes) == workers * increments_each
+    assert final.version == 1 + sum(successes)
+    # Every successful save's message survived, once.
+    assert len(final.messages) == len(set(m["content"] for m in final.messages)) == sum(successes)
+
+
+# -- no aliasing -------------------------------------------------------------------------
+
+
+def test_mutating_a_loaded_checkpoint_does_not_change_the_store(
+    any_checkpoint_store: CheckpointStore,
+) -> None:
+    task_id = _task_id()
+    any_checkpoint_store.save(
+        Checkpoint(task_id=task_id, messages=[_assistant("a")], metadata={"tags": ["x"]})
+    )
+    loaded = any_checkpoint_store.load(task_id)
+    assert loaded is not None
+    loaded.messages[0]["content"][0]["text"] = "mutated"
+    loaded.messages.append(_user("extra"))
+    loaded.metadata["tags"].append("y")
+    again = any_checkpoint_store.load(task_id)
+    assert again is not None
+    assert again.messages == [_assistant("a")]
+    assert again.metadata == {"tags": ["x"]}
+
+
+def test_mutating_a_saved_checkpoint_does_not_change_the_store(
+    any_checkpoint_store: CheckpointStore,
+) -> None:
+    task_id = _task_id()
+    original = Checkpoint(task_id=task_id, messages=[_assistant("a")], artifacts={"k": [1]})
+    returned = any_checkpoint_store.save(original)
+    original.messages[0]["content"][0]["text"] = "changed via the argument"
+    original.artifacts["k"].append(2)
+    returned.messages.append(_user("appended via the result"))
+    loaded = any_checkpoint_store.load(task_id)
+    assert loaded is not None
+    assert loaded.messages == [_assistant("a")]
+    assert loaded.artifacts == {"k": [1]}
+
+
+def test_in_place_edit_of_a_saved_prefix_is_detected_on_the_next_save(
+    any_checkpoint_store: CheckpointStore,
+) -> None:
+    # The store must remember what it wrote, not the caller's (mutable) objects.
+    checkpoint = any_checkpoint_store.save(
+        Checkpoint(task_id=_task_id(), messages=[_assistant("one"), _user("two")])
+    )
+    checkpoint.messages[0]["content"][0]["text"] = "edited in place"
+    checkpoint.messages.append(_assistant("three"))
+    any_checkpoint_store.save(checkpoint)
+    loaded = any_checkpoint_store.load(checkpoint.task_id)
+    assert loaded is not None
+    assert loaded.messages == [_assistant("edited in place"), _user("two"), _assistant("three")]
+
+
+# -- incremental saves -------------------------------------------------------------------
+
+
+def test_appends_over_many_saves_store_exactly_the_checkpoint_history(
+    any_checkpoint_store: CheckpointStore,
+) -> None:
+    checkpoint = any_checkpoint_store.save(Checkpoint(task_id=_task_id()))
+    for step in range(25):
+        checkpoint.messages.append(_assistant(f"call {step}"))
+        checkpoint.messages.append(_user(f"result {step} " + "r" * step))
+        checkpoint.iteration = step + 1
+        checkpoint = any_checkpoint_store.save(checkpoint)
+    loaded = any_checkpoint_store.load(checkpoint.task_id)
+    assert loaded is not None
+    assert loaded.messages == checkpoint.messages
+    assert len(loaded.messages) == 50
+    assert (loaded.version, loaded.iteration) == (26, 25)
+
+
+def test_changed_prefix_is_rewritten(any_checkpoint_store: CheckpointStore) -> None:
+    checkpoint = any_checkpoint_store.save(
+        Checkpoint(task_id=_task_id(), messages=[_user("q"), _assistant("a1"), _user("r1")])
+    )
+    replaced = checkpoint.model_copy(deep=True)
+    replaced.messages[1] = _assistant("a1, edited")
+    replaced.messages.append(_assistant("a2"))
+    replaced = any_checkpoint_store.save(replaced)
+    loaded = any_checkpoint_store.load(checkpoint.task_id)
+    assert loaded is not None
+    assert loaded.messages == [_user("q"), _assistant("a1, edited"), _user("r1"), _assistant("a2")]
+
+
+def test_shortened_history_is_stored_short(any_checkpoint_store: CheckpointStore) -> None:
+    checkpoint = any_checkpoint_store.save(
+        Checkpoint(task_id=_task_id(), messages=[_user("q"), _assistant("a"), _user("r")])
+    )
+    checkpoint.messages = checkpoint.messages[:1]
+    any_checkpoint_store.save(checkpoint)
+    loaded = any_checkpoint_store.load(checkpoint.task_id)
+    assert loaded is not None
+    assert loaded.messages == [_user("q")]
+
+
+@_store_settings
+@given(
+    steps=st.lists(
+        st.one_of(
+            st.tuples(st.just("append"), st.integers(min_value=0, max_value=3)),
+            st.tuples(st.just("edit"), st.integers(min_value=0, max_value=20)),
+            st.tuples(st.just("truncate"), st.integers(min_value=0, max_value=20)),
+            st.tuples(st.just("reload"), st.just(0)),
+        ),
+        min_size=1,
+        max_size=10,
+    )
+)
+def test_any_sequence_of_history_changes_loads_back_exactly(
+    any_checkpoint_store: CheckpointStore, steps: list[tuple[str, int]]
+) -> None:
+    checkpoint = any_checkpoint_store.save(Checkpoint(task_id=_task_id()))
+    counter = 0
+    for kind, n in steps:
+        if kind == "append":
+            for _ in range(n):
+                counter += 1
+                checkpoint.messages.append(_user(f"m{counter}"))
+        elif kind == "edit" and checkpoint.messages:
+            checkpoint.messages[n % len(checkpoint.messages)] = _assistant(f"edit{counter}")
+            counter += 1
+        elif kind == "truncate":
+            checkpoint.messages = checkpoint.messages[: n % (len(checkpoint.messages) + 1)]
+        elif kind == "reload":
+            reloaded = any_checkpoint_store.load(checkpoint.task_id)
+            assert reloaded is not None
+            checkpoint = reloaded
+        checkpoint = any_checkpoint_store.save(checkpoint)
+        loaded = any_checkpoint_store.load(checkpoint.task_id)
+        assert loaded is not None
+        assert loaded.messages == checkpoint.messages
+
+
+def test_delete_and_recreate_never_mixes_histories_with_a_stale_tracker(
+    any_checkpoint_store: CheckpointStore, second_store: CheckpointStore
+) -> None:
+    task_id = _task_id()
+    old = Checkpoint(task_id=task_id, messages=[_user("old 0"), _assistant("old 1")])
+    old = any_checkpoint_store.save(old)
+    old.messages.append(_user("old 2"))
+    old = any_checkpoint_store.save(old)  # the first store now tracks 3 messages at v2
+
+    # Another worker deletes the task and builds a new one up to the same version.
+    second_store.delete(task_id)
+    new = second_store.save(Checkpoint(task_id=task_id, messages=[_user("new 0")]))
+    new.messages += [_assistant("new 1"), _user("new 2")]
+    new = second_store.save(new)
+    assert new.version == old.version == 2
+
+    # The first store's next save looks like a 1-message append to what it tracked.
+    old.messages.append(_assistant("old 3"))
+    any_checkpoint_store.save(old)
+    loaded = second_store.load(task_id)
+    assert loaded is not None
+    assert loaded.messages == [
+        _user("old 0"),
+        _assistant("old 1"),
+        _user("old 2"),
+        _assistant("old 3"),
+    ]
+
+
+def test_a_second_store_sees_appends_made_by_the_first(
+    any_checkpoint_store: CheckpointStore, second_store: CheckpointStore
+) -> None:
+    checkpoint = any_checkpoint_store.save(Checkpoint(task_id=_task_id(), messages=[_user("0")]))
+    for i in range(1, 4):
+        checkpoint.messages.append(_user(str(i)))
+        checkpoint = any_checkpoint_store.save(checkpoint)
+        seen = second_store.load(checkpoint.task_id)
+        assert seen is not None
+        assert seen.messages == checkpoint.messages
+    # ...and the first store's next append lands after the second store's.
+    seen.messages.append(_user("from second"))
+    second_store.save(seen)
+    with pytest.raises(ConflictError):
+        any_checkpoint_store.save(checkpoint)
+    fresh = any_checkpoint_store.load(checkpoint.task_id)
+    assert fresh is not None
+    fresh.messages.append(_user("from first"))
+    any_checkpoint_store.save(fresh)
+    final = second_store.load(checkpoint.task_id)
+    assert final is not None
+    assert [m["content"] for m in final.messages] == [
+        "0",
+        "1",
+        "2",
+        "3",
+        "from second",
+        "from first",
+    ]
+
+
+# -- delete and list ---------------------------------------------------------------------
+
+
+def test_delete_is_idempotent_and_allows_recreating(any_checkpoint_store: CheckpointStore) -> None:
+    task_id = _task_id()
+    any_checkpoint_store.delete(task_id)  # missing: not an error
+    any_checkpoint_store.save(Checkpoint(task_id=task_id, messages=[_user("old")]))
+    any_checkpoint_store.delete(task_id)
+    any_checkpoint_store.delete(task_id)
+    assert any_checkpoint_store.load(task_id) is None
+    assert any_checkpoint_store.list_checkpoints() == []
+    recreated = any_checkpoint_store.save(Checkpoint(task_id=task_id, messages=[_user("new")]))
+    assert recreated.version == 1
+    loaded = any_checkpoint_store.load(task_id)
+    assert loaded is not None
+    assert loaded.messages == [_user("new")]
+
+
+def test_list_filters_by_status_and_metadata_in_task_id_order(
+    any_checkpoint_store: CheckpointStore,
+) -> None:
+    specs = [
+        ("c-task", "running", {"user": "u1", "team": {"id": 7}}),
+        ("a-task", "completed", {"user": "u1"}),
+        ("b-task", "running", {"user": "u2", "big": 2**60}),
+        ("d-task", "failed", {}),
+    ]
+    for task_id, status, metadata in specs:
+        any_checkpoint_store.save(Checkpoint(task_id=task_id, status=status, metadata=metadata))  # type: ignore[arg-type]
+    updated = any_checkpoint_store.load("b-task")
+    assert updated is not None
+    any_checkpoint_store.save(updated.model_copy(update={"iteration": 3}))
+
+    every = any_checkpoint_store.list_checkpoints()
+    assert [s.task_id for s in every] == ["a-task", "b-task", "c-task", "d-task"]
+    b = every[1]
+    assert (b.status, b.iteration, b.version, b.metadata) == (
+        "running",
+        3,
+        2,
+        {"user": "u2", "big": 2**60},
+    )
+
+    running = any_checkpoint_store.list_checkpoints(status="running")
+    assert [s.task_id for s in running] == ["b-task", "c-task"]
+    by_user = any_checkpoint_store.list_checkpoints(metadata={"user": "u1"})
+    assert [s.task_id for s in by_user] == ["a-task", "c-task"]
+    both = any_checkpoint_store.list_checkpoints(status="running", metadata={"user": "u1"})
+    assert [s.task_id for s in both] == ["c-task"]
+    nested = any_checkpoint_store.list_checkpoints(metadata={"team": {"id": 7}})
+    assert [s.task_id for s in nested] == ["c-task"]
+    big = any_checkpoint_store.list_checkpoints(metadata={"big": 2**60})
+    assert [s.task_id for s in big] == ["b-task"]
+    assert any_checkpoint_store.list_checkpoints(metadata={"user": "nobody"}) == []
+    assert any_checkpoint_store.list_checkpoints(metadata={"absent": None}) == []
+
+
+def test_info_names_the_backend(
+    any_checkpoint_store: CheckpointStore, any_checkpoint_store_backend: str
+) -> None:
+    info = any_checkpoint_store.info()
+    assert any_checkpoint_store_backend.split("-")[0] == info.backend
+    assert info.incremental is True
