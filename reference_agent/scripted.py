@@ -1,0 +1,318 @@
+"""Scripted models: stand-ins for Claude whose replies are pure functions of the request.
+
+A scripted model receives the JSON body of ``messages.create`` and returns the Messages
+API's ``Message`` JSON. :class:`PlanModel` follows a :class:`Plan` (steps of parallel tool
+calls, then a final answer) by reading the history it is sent, so that a crash-free run
+and a crashed-and-resumed run of the same plan can be compared call for call.
+:class:`CannedModel` replays a fixed list of replies.
+
+>>> plan = Plan(steps=(Step(calls=(ToolCall("add", {"a": 1, "b": 2}),)),), final_answer="3")
+>>> model = PlanModel(plan)
+>>> request = {"model": "m", "messages": [{"role": "user", "content": "1+2?"}]}
+>>> reply = model.respond(request)
+>>> reply["stop_reason"], reply["content"][0]["name"], reply["content"][0]["id"]
+('tool_use', 'add', 'toolu_s0c0a0')
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = [
+    "CannedModel",
+    "Plan",
+    "PlanModel",
+    "ScriptExhaustedError",
+    "ScriptedModel",
+    "Step",
+    "ToolCall",
+    "message_json",
+]
+
+DEFAULT_MODEL = "claude-scripted"
+_PLAN_ID = re.compile(r"^toolu_s(\d+)c(\d+)a(\d+)$")
+
+
+@runtime_checkable
+class ScriptedModel(Protocol):
+    """A model the fake API can host: request JSON in, ``Message`` JSON out."""
+
+    def respond(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The reply to one ``messages.create`` request body."""
+        ...
+
+
+class ScriptExhaustedError(RuntimeError):
+    """A :class:`CannedModel` was asked for more replies than it holds."""
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call the model will make: a tool name and its input.
+
+    >>> ToolCall("send_email", {"to": "a@example.com"}).to_dict()
+    {'name': 'send_email', 'input': {'to': 'a@example.com'}}
+    """
+
+    name: str
+    input: Mapping[str, Any] = field(default_factory=dict, hash=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form, for sending to a child process."""
+        return {"name": self.name, "input": dict(self.input)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ToolCall:
+        """Inverse of :meth:`to_dict`."""
+        return cls(name=str(data["name"]), input=dict(data.get("input") or {}))
+
+    def key(self) -> tuple[str, str]:
+        """Identity used to match this call against ``tool_use`` blocks in a history."""
+        return (self.name, _canonical(self.input))
+
+
+@dataclass(frozen=True)
+class Step:
+    """Tool calls the model makes together, in one assistant turn (parallel tool calls).
+
+    ``text``: an optional text block the model writes before the calls.
+    """
+
+    calls: tuple[ToolCall, ...]
+    text: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.calls:
+            raise ValueError("Step.calls must hold at least one ToolCall")
+        if self.text is not None and not self.text.strip():
+            raise ValueError("Step.text must be None or contain non-whitespace text")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form, for sending to a child process."""
+        return {"calls": [c.to_dict() for c in self.calls], "text": self.text}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Step:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            calls=tuple(ToolCall.from_dict(c) for c in data["calls"]),
+            text=data.get("text"),
+        )
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Steps of tool calls, then a final answer.
+
+    >>> plan = Plan(steps=(Step(calls=(ToolCall("lookup", {"q": "x"}),)),), final_answer="done")
+    >>> Plan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan
+    True
+    """
+
+    steps: tuple[Step, ...]
+    final_answer: str
+
+    def __post_init__(self) -> None:
+        if not self.final_answer.strip():
+            raise ValueError("Plan.final_answer must contain non-whitespace text")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form, for sending to a child process."""
+        return {"steps": [s.to_dict() for s in self.steps], "final_answer": self.final_answer}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Plan:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            steps=tuple(Step.from_dict(s) for s in data["steps"]),
+            final_answer=str(data["final_answer"]),
+        )
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _get(obj: Any, key: str) -> Any:
+    if isinstance(obj, Mapping):
+        return obj.get(key)
+    return getattr(obj, key, None)
+
+
+def _content_blocks(content: Any) -> Sequence[Any]:
+    if isinstance(content, str) or content is None:
+        return ()
+    return content if isinstance(content, Sequence) else list(content)
+
+
+def _estimate_tokens(content: Sequence[Mapping[str, Any]]) -> int:
+    # About four characters per token, as a rough stand-in for the real tokenizer.
+    return max(1, len(_canonical(list(content))) // 4)
+
+
+def message_json(
+    content: str | Sequence[Mapping[str, Any]],
+    *,
+    model: str = DEFAULT_MODEL,
+    stop_reason: str | None = None,
+    message_id: str | None = None,
+    input_tokens: int = 0,
+) -> dict[str, Any]:
+    """A complete Messages API ``Message`` JSON around ``content``.
+
+    ``stop_reason`` defaults to ``tool_use`` when the content calls tools, else ``end_turn``.
+
+    >>> message_json("Hello", message_id="msg_1")["content"]
+    [{'type': 'text', 'text': 'Hello'}]
+    """
+    blocks: list[dict[str, Any]] = (
+        [{"type": "text", "text": content}]
+        if isinstance(content, str)
+        else [dict(b) for b in content]
+    )
+    if stop_reason is None:
+        uses_tools = any(b.get("type") == "tool_use" for b in blocks)
+        stop_reason = "tool_use" if uses_tools else "end_turn"
+    if message_id is None:
+        digest = hashlib.sha256(_canonical([blocks, stop_reason]).encode()).hexdigest()
+        message_id = f"msg_{digest[:24]}"
+    return {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "content": blocks,
+        "model": model,
+        "stop_reason": stop_reason,
+        "stop_sequence": None,
+        "usage": {"input_tokens": input_tokens, "output_tokens": _estimate_tokens(blocks)},
+    }
+
+
+class PlanModel:
+    """Follows a :class:`Plan`, reading only the history it is sent.
+
+    At each request it finds the earliest step with calls whose successful result it has
+    not seen (a ``tool_use`` with the call's name and input, answered by a ``tool_result``
+    without ``is_error``) and asks for all of that step's missing calls in one turn. A call
+    answered with an error is asked for again with a fresh id, as real models retry. Ids
+    are ``toolu_s{step}c{call}a{attempt}``: deterministic, and unique in the conversation.
+    When every step has succeeded it answers with ``plan.final_answer``.
+
+    >>> model = PlanModel(Plan(steps=(), final_answer="Nothing to do."))
+    >>> model.respond({"messages": [{"role": "user", "content": "hi"}]})["content"]
+    [{'type': 'text', 'text': 'Nothing to do.'}]
+    """
+
+    def __init__(self, plan: Plan, *, model: str | None = None) -> None:
+        self.plan = plan
+        self.model = model
+
+    def respond(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The next reply for the history in ``request["messages"]``."""
+        messages = request.get("messages") or ()
+        uses: dict[str, tuple[str, str]] = {}
+        succeeded: Counter[tuple[str, str]] = Counter()
+        next_attempt: dict[tuple[int, int], int] = {}
+        for message in messages:
+            for block in _content_blocks(_get(message, "content")):
+                kind = _get(block, "type")
+                if kind == "tool_use":
+                    block_id = str(_get(block, "id"))
+                    uses[block_id] = (str(_get(block, "name")), _canonical(_get(block, "input")))
+                    match = _PLAN_ID.match(block_id)
+                    if match:
+                        s, c, a = (int(g) for g in match.groups())
+                        if a + 1 > next_attempt.get((s, c), 0):
+                            next_attempt[(s, c)] = a + 1
+                elif kind == "tool_result" and not _get(block, "is_error"):
+                    key = uses.get(str(_get(block, "tool_use_id")))
+                    if key is not None:
+                        succeeded[key] += 1
+
+        model = self.model or str(request.get("model") or DEFAULT_MODEL)
+        for s, step in enumerate(self.plan.steps):
+            missing: list[tuple[int, ToolCall]] = []
+            for c, call in enumerate(step.calls):
+                key = call.key()
+                # Identical calls in a plan each need their own success: consume them
+                # from the multiset in plan order.
+                if succeeded[key] > 0:
+                    succeeded[key] -= 1
+                else:
+                    missing.append((c, call))
+            if missing:
+                blocks: list[dict[str, Any]] = []
+                if step.text is not None:
+                    blocks.append({"type": "text", "text": step.text})
+                for c, call in missing:
+                    attempt = next_attempt.get((s, c), 0)
+                    blocks.append(
+                        {
+                            "type": "tool_use",
+                            "id": f"toolu_s{s}c{c}a{attempt}",
+                            "name": call.name,
+                            "input": dict(call.input),
+                        }
+                    )
+                return message_json(
+                    blocks,
+                    model=model,
+                    stop_reason="tool_use",
+                    message_id=f"msg_{len(messages):04d}s{s}a{max(next_attempt.values(), default=0)}",
+                )
+        return message_json(
+            self.plan.final_answer,
+            model=model,
+            stop_reason="end_turn",
+            message_id=f"msg_{len(messages):04d}final",
+        )
+
+
+class CannedModel:
+    """Replies with a fixed list of responses, one per request, in order.
+
+    Each response is a string (a text reply), a list of content blocks, or a (partial)
+    ``Message`` dict; missing fields are filled in. Thread-safe. Asking for more replies
+    than it holds raises :class:`ScriptExhaustedError`.
+
+    >>> model = CannedModel(["first", {"content": [{"type": "text", "text": "second"}]}])
+    >>> [model.respond({})["content"][0]["text"] for _ in range(2)]
+    ['first', 'second']
+    """
+
+    def __init__(self, responses: Sequence[str | Sequence[Mapping[str, Any]] | Mapping[str, Any]]):
+        self.responses = list(responses)
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def respond(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The next canned response, completed into a ``Message``."""
+        with self._lock:
+            index = self.calls
+            if index >= len(self.responses):
+                raise ScriptExhaustedError(
+                    f"CannedModel holds {len(self.responses)} responses; "
+                    f"request {index + 1} asked for one more"
+                )
+            self.calls += 1
+        response = self.responses[index]
+        model = str(request.get("model") or DEFAULT_MODEL)
+        if isinstance(response, Mapping):
+            reply = message_json(
+                response.get("content", []),
+                model=str(response.get("model", model)),
+                stop_reason=response.get("stop_reason"),
+                message_id=response.get("id", f"msg_canned{index:04d}"),
+            )
+            for name, value in response.items():
+                if name != "content":
+                    reply[name] = value
+            return reply
+        return message_json(response, model=model, message_id=f"msg_canned{index:04d}")

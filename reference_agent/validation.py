@@ -1,0 +1,385 @@
+"""The Messages API's rules for a ``messages`` array, checked offline.
+
+:func:`validate_messages` is the oracle for "this history is a valid request": it rejects
+what the API rejects, with the API's own wording, and names the offending position as a
+``messages.N.content.K`` path (``N`` and ``K`` index the array as sent, before the API merges
+consecutive turns of the same role).
+
+>>> validate_messages([{"role": "user", "content": "Hello"}])
+>>> validate_messages([{"role": "assistant", "content": "Hi"}])
+Traceback (most recent call last):
+...
+reference_agent.validation.InvalidHistoryError: messages.0: first message must use the "user" role
+
+The check is a single linear pass over the blocks, so it is cheap enough to run on every
+request the fake API receives and on every repaired history before it is sent.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+__all__ = ["InvalidHistoryError", "validate_messages"]
+
+_ID_PATTERN = re.compile(r"^[a-zA-Z0-9_-]+$")
+_ROLES = ("user", "assistant")
+
+# Blocks the model writes. A user turn carrying one is rejected, as the API does.
+_ASSISTANT_ONLY = frozenset(
+    {"tool_use", "thinking", "redacted_thinking", "server_tool_use", "mcp_tool_use"}
+)
+# Blocks only a user turn may carry.
+_USER_ONLY = frozenset({"tool_result", "image", "document", "search_result"})
+# Server tools run inside one assistant turn: the use and its result travel together.
+_SERVER_USES = frozenset({"server_tool_use", "mcp_tool_use"})
+_THINKING = frozenset({"thinking", "redacted_thinking"})
+
+_UNANSWERED = (
+    "`tool_use` ids were found without `tool_result` blocks immediately after: {ids}. "
+    "Each `tool_use` block must have a corresponding `tool_result` block in the next message."
+)
+_UNEXPECTED = (
+    "unexpected `tool_use_id` found in `tool_result` blocks: {id}. "
+    "Each `tool_result` block must have a corresponding `tool_use` block in the previous message."
+)
+_THINKING_FIRST = (
+    "Expected `thinking` or `redacted_thinking`, but found `{found}`. When `thinking` is "
+    "enabled, a final `assistant` message must start with a thinking block (preceeding the "
+    "lastmost set of `tool_use` and `tool_result` blocks). We recommend you include thinking "
+    "blocks from previous turns. To avoid this requirement, disable `thinking`."
+)
+
+
+class InvalidHistoryError(ValueError):
+    """A ``messages`` array the Messages API would reject with HTTP 400.
+
+    ``path`` is the position of the violation (``messages.3.content.1``) and the message
+    is ``"<path>: <the API's wording>"``.
+
+    >>> try:
+    ...     validate_messages([])
+    ... except InvalidHistoryError as exc:
+    ...     print(exc.path)
+    messages
+    """
+
+    def __init__(self, path: str, detail: str) -> None:
+        super().__init__(f"{path}: {detail}")
+        self.path = path
+        self.detail = detail
+
+
+def _get(obj: Any, key: str) -> Any:
+    # Plain dicts are the common case and the fast path; SDK model objects (``TextBlock``,
+    # ``ToolUseBlock``, a whole ``Message``) are accepted as the SDK accepts them.
+    if type(obj) is dict:
+        return obj.get(key)
+    if isinstance(obj, Mapping):
+        return obj.get(key)
+    return getattr(obj, key, None)
+
+
+def _blocks(content: Any) -> Sequence[Any] | None:
+    """The content as a block sequence; ``None`` when it is a plain string."""
+    if isinstance(content, str):
+        return None
+    if isinstance(content, (list, tuple)):
+        return content
+    if isinstance(content, Iterable) and not isinstance(content, (bytes, Mapping)):
+        return list(content)
+    return ()
+
+
+class _Turn:
+    """Consecutive messages of one role, merged as the API merges them."""
+
+    __slots__ = ("blocks", "first", "last", "role")
+
+    def __init__(self, role: str, first: int) -> None:
+        self.role = role
+        self.first = first
+        self.last = first
+        # (message index, block index, block)
+        self.blocks: list[tuple[int, int, Any]] = []
+
+
+def validate_messages(
+    messages: Sequence[Any],
+    *,
+    allow_prefill: bool = False,
+    thinking: bool = False,
+) -> None:
+    """Raise :class:`InvalidHistoryError` if the Messages API would reject ``messages``.
+
+    ``allow_prefill``: accept a final ``assistant`` message (a prefill), which current
+    models reject; even then it may not contain ``tool_use`` nor end with whitespace.
+    ``thinking``: the request enables extended thinking, so the last assistant turn of a
+    tool loop must start with a ``thinking`` or ``redacted_thinking`` block.
+
+    Messages and blocks may be plain dicts or SDK model objects.
+
+    >>> validate_messages([
+    ...     {"role": "user", "content": "Weather in Paris?"},
+    ...     {"role": "assistant", "content": [
+    ...         {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {}}]},
+    ...     {"role": "user", "content": [
+    ...         {"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny"}]},
+    ... ])
+    """
+    if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
+        raise InvalidHistoryError("messages", "Input should be a valid list")
+    if not messages:
+        raise InvalidHistoryError(
+            "messages", "List should have at least 1 item after validation, not 0"
+        )
+
+    last_index = len(messages) - 1
+    turns: list[_Turn] = []
+    current: _Turn | None = None
+    for i, message in enumerate(messages):
+        role = _get(message, "role")
+        if role not in _ROLES:
+            raise InvalidHistoryError(f"messages.{i}.role", "Input should be 'user' or 'assistant'")
+        if i == 0 and role != "user":
+            raise InvalidHistoryError("messages.0", 'first message must use the "user" role')
+        content = _get(message, "content")
+        if content is None:
+            raise InvalidHistoryError(f"messages.{i}.content", "Field required")
+        blocks = _blocks(content)
+        final_prefill = i == last_index and role == "assistant" and allow_prefill
+        if blocks is None:
+            if not content:
+                if final_prefill:
+                    blocks = ()
+                else:
+                    raise InvalidHistoryError(
+                        f"messages.{i}",
+                        "all messages must have non-empty content except for the optional "
+                        "final assistant message",
+                    )
+            elif not content.strip():
+                raise InvalidHistoryError(
+                    f"messages.{i}.content", "text content blocks must contain non-whitespace text"
+                )
+            else:
+                blocks = ({"type": "text", "text": content},)
+        elif not blocks and not final_prefill:
+            raise InvalidHistoryError(
+                f"messages.{i}",
+                "all messages must have non-empty content except for the optional final "
+                "assistant message",
+            )
+        if current is None or current.role != role:
+            current = _Turn(role, i)
+            turns.append(current)
+        current.last = i
+        append = current.blocks.append
+        for k, block in enumerate(blocks):
+            append((i, k, block))
+
+    seen_ids: set[str] = set()
+    pending: dict[str, tuple[int, int]] = {}
+    for turn in turns:
+        if turn.role == "assistant":
+            pending = _check_assistant(turn, seen_ids)
+        else:
+            _check_user(turn, pending)
+            pending = {}
+
+    final = turns[-1]
+    if final.role == "assistant":
+        if pending:
+            # A tool_use nobody answered: the typical history of a run that died mid-call.
+            i, _ = next(iter(pending.values()))
+            raise InvalidHistoryError(f"messages.{i}", _UNANSWERED.format(ids=", ".join(pending)))
+        if not allow_prefill:
+            raise InvalidHistoryError(
+                f"messages.{final.last}",
+                "This model does not support assistant message prefill. "
+                "The conversation must end with a user message.",
+            )
+        if final.blocks:
+            i, k, block = final.blocks[-1]
+            text = _get(block, "text")
+            if _get(block, "type") == "text" and isinstance(text, str) and text != text.rstrip():
+                raise InvalidHistoryError(
+                    f"messages.{i}.content.{k}",
+                    "final assistant content cannot end with trailing whitespace",
+                )
+    elif thinking and len(turns) >= 2:
+        # Only a tool loop in progress (the final user turn answers tool calls) requires
+        # the last assistant turn to open with its thinking.
+        i, k, block = final.blocks[0]
+        if _get(block, "type") == "tool_result":
+            assistant = turns[-2]
+            ai, ak, first = assistant.blocks[0]
+            found = _get(first, "type")
+            if found not in _THINKING:
+                raise InvalidHistoryError(
+                    f"messages.{ai}.content.{ak}.type", _THINKING_FIRST.format(found=found)
+                )
+
+
+def _check_text(path_i: int, path_k: int, block: Any) -> None:
+    text = _get(block, "text")
+    if not isinstance(text, str):
+        raise InvalidHistoryError(f"messages.{path_i}.content.{path_k}.text", "Field required")
+    if not text:
+        raise InvalidHistoryError(
+            f"messages.{path_i}.content.{path_k}", "text content blocks must be non-empty"
+        )
+    if not text.strip():
+        raise InvalidHistoryError(
+            f"messages.{path_i}.content.{path_k}",
+            "text content blocks must contain non-whitespace text",
+        )
+
+
+def _wrong_role(i: int, k: int, kind: str, role: str) -> InvalidHistoryError:
+    return InvalidHistoryError(
+        f"messages.{i}.content.{k}.type",
+        f"Input tag '{kind}' found using 'type' does not match any of the expected tags "
+        f'for a "{role}" message',
+    )
+
+
+def _check_assistant(turn: _Turn, seen_ids: set[str]) -> dict[str, tuple[int, int]]:
+    """Check one assistant turn; return its ``tool_use`` ids in order, with positions."""
+    uses: dict[str, tuple[int, int]] = {}
+    server_open: dict[str, tuple[int, int]] = {}
+    kind: Any = None
+    i = k = 0
+    for i, k, block in turn.blocks:
+        kind = _get(block, "type")
+        if kind == "text":
+            _check_text(i, k, block)
+        elif kind == "tool_use" or kind in _SERVER_USES:
+            block_id = _get(block, "id")
+            if not isinstance(block_id, str) or not _ID_PATTERN.match(block_id):
+                raise InvalidHistoryError(
+                    f"messages.{i}.content.{k}.id",
+                    f"String should match pattern '{_ID_PATTERN.pattern}'",
+                )
+            if block_id in seen_ids:
+                raise InvalidHistoryError(
+                    f"messages.{i}.content.{k}", "`tool_use` ids must be unique"
+                )
+            seen_ids.add(block_id)
+            if not isinstance(_get(block, "input"), Mapping):
+                raise InvalidHistoryError(
+                    f"messages.{i}.content.{k}.input", "Input should be a valid dictionary"
+                )
+            if kind == "tool_use":
+                uses[block_id] = (i, k)
+            else:
+                server_open[block_id] = (i, k)
+        elif kind == "thinking":
+            signature = _get(block, "signature")
+            if not isinstance(signature, str) or not signature:
+                raise InvalidHistoryError(
+                    f"messages.{i}.content.{k}.thinking.signature", "Field required"
+                )
+            if not isinstance(_get(block, "thinking"), str):
+                raise InvalidHistoryError(
+                    f"messages.{i}.content.{k}.thinking.thinking", "Field required"
+                )
+        elif kind == "redacted_thinking":
+            data = _get(block, "data")
+            if not isinstance(data, str) or not data:
+                raise InvalidHistoryError(
+                    f"messages.{i}.content.{k}.redacted_thinking.data", "Field required"
+                )
+        elif isinstance(kind, str) and kind.endswith("_tool_result") and kind != "tool_result":
+            use_id = _get(block, "tool_use_id")
+            if use_id not in server_open:
+                raise InvalidHistoryError(
+                    f"messages.{i}.content.{k}",
+                    f"`{kind}` block with id {use_id} was found without a corresponding "
+                    "server tool use block before it in the same message",
+                )
+            del server_open[use_id]
+        elif kind in _USER_ONLY:
+            raise _wrong_role(i, k, kind, "assistant")
+        elif not isinstance(kind, str) or not kind:
+            raise InvalidHistoryError(f"messages.{i}.content.{k}.type", "Field required")
+    if server_open:
+        block_id, (si, sk) = next(iter(server_open.items()))
+        raise InvalidHistoryError(
+            f"messages.{si}.content.{sk}",
+            f"server tool use with id {block_id} was found without a corresponding result "
+            "block in the same message",
+        )
+    if kind in _THINKING:
+        raise InvalidHistoryError(
+            f"messages.{i}.content.{k}",
+            "The final block in an assistant message cannot be `thinking`.",
+        )
+    return uses
+
+
+def _check_user(turn: _Turn, pending: dict[str, tuple[int, int]]) -> None:
+    """Check one user turn against the ``tool_use`` ids of the assistant turn before it."""
+    answered: set[str] = set()
+    results_phase = True
+    # The first non-result block, for the message when a result comes after it.
+    first_other = ""
+    for i, k, block in turn.blocks:
+        kind = _get(block, "type")
+        if kind == "tool_result":
+            use_id = _get(block, "tool_use_id")
+            if use_id in pending:
+                if not results_phase:
+                    raise InvalidHistoryError(
+                        f"messages.{i}.content.{k}",
+                        "`tool_result` blocks must come first in the user message that "
+                        f"answers `tool_use` blocks, before any other content ({first_other})",
+                    )
+                del pending[use_id]
+                answered.add(use_id)
+            elif use_id in answered:
+                raise InvalidHistoryError(
+                    f"messages.{i}.content.{k}",
+                    "each tool_use must have a single result. Found multiple `tool_result` "
+                    f"blocks with id: {use_id}",
+                )
+            else:
+                raise InvalidHistoryError(
+                    f"messages.{i}.content.{k}", _UNEXPECTED.format(id=use_id)
+                )
+            _check_result_content(i, k, block)
+        else:
+            if results_phase:
+                results_phase = False
+                first_other = f"found `{kind}` at messages.{i}.content.{k}"
+            if kind == "text":
+                _check_text(i, k, block)
+            elif kind in _ASSISTANT_ONLY or (
+                isinstance(kind, str) and kind.endswith("_tool_result")
+            ):
+                raise _wrong_role(i, k, kind, "user")
+            elif not isinstance(kind, str) or not kind:
+                raise InvalidHistoryError(f"messages.{i}.content.{k}.type", "Field required")
+    if pending:
+        i, _ = next(iter(pending.values()))
+        raise InvalidHistoryError(f"messages.{i}", _UNANSWERED.format(ids=", ".join(pending)))
+
+
+def _check_result_content(i: int, k: int, block: Any) -> None:
+    content = _get(block, "content")
+    if content is None or isinstance(content, str):
+        return
+    inner = _blocks(content)
+    if inner is None:
+        return
+    for j, item in enumerate(inner):
+        if _get(item, "type") == "text":
+            text = _get(item, "text")
+            if not isinstance(text, str) or not text.strip():
+                raise InvalidHistoryError(
+                    f"messages.{i}.content.{k}.content.{j}",
+                    "text content blocks must be non-empty"
+                    if not text
+                    else "text content blocks must contain non-whitespace text",
+                )

@@ -1,0 +1,244 @@
+"""Scripted models: the plan-following model and the canned model."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from reference_agent.scripted import (
+    CannedModel,
+    Plan,
+    PlanModel,
+    ScriptedModel,
+    ScriptExhaustedError,
+    Step,
+    ToolCall,
+)
+from reference_agent.validation import validate_messages
+
+PLAN = Plan(
+    steps=(
+        Step(
+            calls=(ToolCall("read", {"path": "a"}), ToolCall("read", {"path": "b"})),
+            text="Reading.",
+        ),
+        Step(calls=(ToolCall("send", {"to": "x"}),)),
+    ),
+    final_answer="Sent.",
+)
+
+
+def ask(model: ScriptedModel, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    return model.respond({"model": "claude-test", "max_tokens": 64, "messages": messages})
+
+
+def answer(reply: dict[str, Any], errors: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+    """The assistant turn and the user turn answering its calls (errors for names in errors)."""
+    results = [
+        {
+            "type": "tool_result",
+            "tool_use_id": b["id"],
+            "content": "failed" if b["name"] in errors else "ok",
+            **({"is_error": True} if b["name"] in errors else {}),
+        }
+        for b in reply["content"]
+        if b["type"] == "tool_use"
+    ]
+    return [
+        {"role": "assistant", "content": reply["content"]},
+        {"role": "user", "content": results},
+    ]
+
+
+def run(
+    model: ScriptedModel, *, fail_first: frozenset[str] = frozenset(), limit: int = 20
+) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    for turn in range(limit):
+        reply = ask(model, messages)
+        if reply["stop_reason"] == "end_turn":
+            messages.append({"role": "assistant", "content": reply["content"]})
+            return messages
+        messages.extend(answer(reply, fail_first if turn == 0 else frozenset()))
+    raise AssertionError("plan did not finish")
+
+
+def test_the_first_reply_asks_for_every_call_of_the_first_step_in_parallel() -> None:
+    reply = ask(PlanModel(PLAN), [{"role": "user", "content": "go"}])
+    assert reply["stop_reason"] == "tool_use"
+    assert reply["content"][0] == {"type": "text", "text": "Reading."}
+    assert [(b["name"], b["input"], b["id"]) for b in reply["content"][1:]] == [
+        ("read", {"path": "a"}, "toolu_s0c0a0"),
+        ("read", {"path": "b"}, "toolu_s0c1a0"),
+    ]
+
+
+def test_the_reply_has_the_api_message_shape() -> None:
+    reply = ask(PlanModel(PLAN), [{"role": "user", "content": "go"}])
+    assert set(reply) == {
+        "id",
+        "type",
+        "role",
+        "content",
+        "model",
+        "stop_reason",
+        "stop_sequence",
+        "usage",
+    }
+    assert (reply["type"], reply["role"], reply["model"]) == ("message", "assistant", "claude-test")
+    assert reply["usage"]["output_tokens"] > 0
+
+
+def test_a_full_run_follows_the_plan_and_ends_with_the_final_answer() -> None:
+    messages = run(PlanModel(PLAN))
+    validate_messages(messages, allow_prefill=True)
+    calls = [
+        (b["name"], b["input"])
+        for m in messages
+        if m["role"] == "assistant"
+        for b in m["content"]
+        if b["type"] == "tool_use"
+    ]
+    assert calls == [("read", {"path": "a"}), ("read", {"path": "b"}), ("send", {"to": "x"})]
+    assert messages[-1]["content"] == [{"type": "text", "text": "Sent."}]
+
+
+def test_an_error_result_makes_the_model_retry_only_that_call_with_a_fresh_id() -> None:
+    model = PlanModel(PLAN)
+    first = ask(model, [{"role": "user", "content": "go"}])
+    history = [{"role": "user", "content": "go"}, *answer(first)]
+    # Answer read(b) with an error instead.
+    history[-1]["content"][1] = {**history[-1]["content"][1], "is_error": True}
+    retry = ask(model, history)
+    uses = [b for b in retry["content"] if b["type"] == "tool_use"]
+    assert [(b["name"], b["input"], b["id"]) for b in uses] == [
+        ("read", {"path": "b"}, "toolu_s0c1a1")
+    ]
+
+
+def test_retries_keep_ids_unique_in_the_conversation() -> None:
+    messages = run(PlanModel(PLAN), fail_first=frozenset({"read"}))
+    ids = [
+        b["id"]
+        for m in messages
+        if m["role"] == "assistant"
+        for b in m["content"]
+        if b["type"] == "tool_use"
+    ]
+    assert len(ids) == len(set(ids)) == 5
+    validate_messages(messages, allow_prefill=True)
+
+
+def test_the_reply_is_a_function_of_the_history() -> None:
+    history = [{"role": "user", "content": "go"}]
+    assert ask(PlanModel(PLAN), history) == ask(PlanModel(PLAN), history)
+    assert run(PlanModel(PLAN)) == run(PlanModel(PLAN))
+
+
+def test_a_lost_reply_is_asked_again_with_the_same_calls() -> None:
+    # A crash after the model call but before the agent saved its reply: the agent sends
+    # the same history again, and the model says the same thing.
+    model = PlanModel(PLAN)
+    history = [{"role": "user", "content": "go"}]
+    assert ask(model, history) == ask(model, history)
+
+
+def test_identical_calls_in_a_plan_each_need_their_own_success() -> None:
+    plan = Plan(
+        steps=(Step(calls=(ToolCall("ping"),)), Step(calls=(ToolCall("ping"),))),
+        final_answer="pong",
+    )
+    messages = run(PlanModel(plan))
+    uses = [
+        b
+        for m in messages
+        if m["role"] == "assistant"
+        for b in m["content"]
+        if b["type"] == "tool_use"
+    ]
+    assert [b["id"] for b in uses] == ["toolu_s0c0a0", "toolu_s1c0a0"]
+
+
+def test_an_empty_plan_answers_at_once() -> None:
+    reply = ask(
+        PlanModel(Plan(steps=(), final_answer="Nothing.")), [{"role": "user", "content": "go"}]
+    )
+    assert (reply["stop_reason"], reply["content"]) == (
+        "end_turn",
+        [{"type": "text", "text": "Nothing."}],
+    )
+
+
+def test_a_plan_round_trips_through_json() -> None:
+    assert Plan.from_dict(json.loads(json.dumps(PLAN.to_dict()))) == PLAN
+
+
+def test_plan_arguments_are_validated_eagerly() -> None:
+    with pytest.raises(ValueError, match=r"Step\.calls"):
+        Step(calls=())
+    with pytest.raises(ValueError, match="final_answer"):
+        Plan(steps=(), final_answer=" ")
+
+
+tool_calls = st.builds(
+    ToolCall,
+    name=st.sampled_from(["read", "write", "send"]),
+    input=st.dictionaries(st.sampled_from("abc"), st.integers(0, 3), max_size=2),
+)
+plans = st.builds(
+    Plan,
+    steps=st.lists(
+        st.builds(Step, calls=st.lists(tool_calls, min_size=1, max_size=3).map(tuple)), max_size=4
+    ).map(tuple),
+    final_answer=st.just("done"),
+)
+
+
+@given(plan=plans, failing=st.frozensets(st.sampled_from(["read", "write", "send"])))
+def test_any_plan_runs_to_a_valid_history_with_every_call_made(
+    plan: Plan, failing: frozenset[str]
+) -> None:
+    messages = run(PlanModel(plan), fail_first=failing, limit=2 * len(plan.steps) + 2)
+    validate_messages(messages, allow_prefill=True)
+    succeeded = sorted(
+        (b["name"], json.dumps(b["input"], sort_keys=True))
+        for m in messages
+        if m["role"] == "assistant"
+        for b in m["content"]
+        if b["type"] == "tool_use"
+    )
+    planned = sorted(
+        (c.name, json.dumps(dict(c.input), sort_keys=True)) for s in plan.steps for c in s.calls
+    )
+    # Every planned call is made, and a call is repeated only after an error result.
+    assert set(succeeded) == set(planned)
+    assert Plan.from_dict(plan.to_dict()) == plan
+
+
+def test_the_canned_model_replays_its_responses_in_order() -> None:
+    model = CannedModel(
+        [
+            "one",
+            [{"type": "text", "text": "two"}],
+            {"content": [{"type": "tool_use", "id": "toolu_1", "name": "t", "input": {}}]},
+        ]
+    )
+    replies = [ask(model, []) for _ in range(3)]
+    assert [r["stop_reason"] for r in replies] == ["end_turn", "end_turn", "tool_use"]
+    assert replies[1]["content"] == [{"type": "text", "text": "two"}]
+
+
+def test_the_canned_model_says_when_it_runs_out() -> None:
+    model = CannedModel(["only"])
+    ask(model, [])
+    with pytest.raises(ScriptExhaustedError, match="holds 1 responses"):
+        ask(model, [])
+
+
+def test_both_models_satisfy_the_protocol() -> None:
+    assert isinstance(PlanModel(PLAN), ScriptedModel)
+    assert isinstance(CannedModel([]), ScriptedModel)
