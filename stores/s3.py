@@ -1,0 +1,716 @@
+"""S3 checkpoint store: compare-and-set through conditional writes, incremental history.
+
+Layout under ``s3://bucket/prefix``, per task (``T`` is ``t-`` + the URL-quoted task id):
+
+- ``prefix/T/head.json`` — the *head*: the checkpoint without its messages, plus the list
+  of message chunks that make the history;
+- ``prefix/T/msgs/<lineage>/<start>-<end>-<token>.json`` — immutable chunks, each a JSON
+  array of messages ``start`` (inclusive) to ``end`` (exclusive);
+- ``prefix/T/index/<lineage>/<start>-<end>-<token>.json`` — immutable lists of chunk
+  entries, so that the head stays small however long the history grows.
+
+A save writes the new chunk first, then replaces the head conditionally: ``If-None-Match:
+*`` to create, ``If-Match: <ETag of the head this store read or wrote>`` to replace. A
+412 (or 409) means another writer got there first: :class:`~stores.ConflictError`. The
+head is one object, replaced whole, and only ever names chunks that already exist, so a
+reader sees the old checkpoint or the new one, never a mix. Chunks a head no longer names
+(after a rewrite, a lost race, a delete) are removed best-effort.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import ipaddress
+import json
+import os
+import secrets
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+from urllib.parse import quote, unquote, urlsplit
+
+from .checkpoint import Checkpoint, CheckpointStatus, CheckpointSummary, utcnow
+from .codec import decode_checkpoint, decode_summary, dumps, encode_head, encode_messages
+from .errors import (
+    ConflictError,
+    CorruptCheckpointError,
+    InvalidStoreURLError,
+    MissingDriverError,
+    StoreUnavailableError,
+)
+from .incremental import PrefixTracker, WritePlan
+from .protocol import StoreInfo, metadata_matches
+from .url import query_params, redact_url
+
+__all__ = ["S3Store"]
+
+#: Format of the head envelope this code writes and reads.
+_FORMAT = 1
+#: Chunk entries kept in the head before they move to an index object: the head stays
+#: below about this many entries plus one per index, so its size does not grow with
+#: every save (which would make the bytes written quadratic in the run length).
+_MAX_HEAD_CHUNKS = 64
+#: Parallel GETs when a load reads many chunks.
+_READ_WORKERS = 8
+#: A load that finds a chunk gone (a concurrent rewrite collected it) starts over.
+_LOAD_ATTEMPTS = 5
+_CONNECT_TIMEOUT = 3
+_READ_TIMEOUT = 15
+#: Seconds after which an object no head names is garbage for certain (see delete).
+_ORPHAN_AGE = 600.0
+_TEST_CREDENTIALS = ("agentckpt-test", "agentckpt-test")
+
+_Entry = tuple[int, int, str]  # start, end (exclusive), token
+_T = TypeVar("_T")
+
+
+def _import_boto3() -> Any:
+    try:
+        import boto3
+    except ImportError:
+        raise MissingDriverError("s3", "s3", "boto3") from None
+    return boto3
+
+
+def _is_loopback(endpoint_url: str | None) -> bool:
+    if not endpoint_url:
+        return False
+    host = urlsplit(endpoint_url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
+class _Head:
+    """What a stored head says, with the ETag it was read or written with."""
+
+    etag: str
+    version: int
+    lineage: str
+    count: int
+    chunks: tuple[_Entry, ...]
+    indexes: tuple[_Entry, ...]
+    fields: dict[str, Any]
+
+
+class _Conflict(Exception):
+    pass
+
+
+class S3Store:
+    """A :class:`~stores.CheckpointStore` on S3 or an S3-compatible server (boto3).
+
+    >>> store = S3Store.from_url(  # doctest: +SKIP
+    ...     "s3://my-bucket/agents?endpoint_url=http://127.0.0.1:8333&region=us-east-1"
+    ... )
+
+    Credentials come from the usual boto3 chain (environment, profile, instance role).
+    For a loopback ``endpoint_url`` with no credentials configured, dummy test
+    credentials are used, as local test servers accept any.
+    """
+
+    def __init__(self, client: Any, bucket: str, prefix: str = "", *, url: str = "") -> None:
+        self._client = client
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        self.url = redact_url(url or f"s3://{bucket}/{self.prefix}")
+        #: Bytes this store uploaded (heads, chunks, indexes): for incremental-save checks.
+        self.bytes_written = 0
+        self._tracker = PrefixTracker()
+        # The head (and its ETag) this store last read or wrote, per task: a save at that
+        # version sends If-Match without reading the head first.
+        self._heads: OrderedDict[str, _Head] = OrderedDict()
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+        from botocore.exceptions import (
+            ClientError,
+            ConnectionClosedError,
+            EndpointConnectionError,
+            NoCredentialsError,
+            ReadTimeoutError,
+        )
+        from botocore.exceptions import (
+            ConnectTimeoutError as BotoConnectTimeout,
+        )
+
+        self._ClientError = ClientError
+        self._unreachable: tuple[type[Exception], ...] = (
+            EndpointConnectionError,
+            BotoConnectTimeout,
+            ReadTimeoutError,
+            ConnectionClosedError,
+        )
+        self._NoCredentialsError = NoCredentialsError
+
+    @classmethod
+    def from_url(cls, url: str) -> S3Store:
+        """``s3://bucket/prefix?endpoint_url=http://127.0.0.1:8333&region=us-east-1``.
+
+        Checks at once that the endpoint answers and the bucket exists, so a wrong URL
+        fails here with :class:`~stores.StoreUnavailableError`.
+        """
+        boto3 = _import_boto3()
+        from botocore.config import Config
+
+        parts = urlsplit(url)
+        bucket = parts.hostname or ""
+        if not bucket:
+            raise InvalidStoreURLError(
+                f"{redact_url(url)!r} names no bucket; use s3://bucket/prefix?endpoint_url=..."
+            )
+        params = query_params(parts)
+        endpoint_url = params.get("endpoint_url") or None
+        region = (
+            params.get("region")
+            or os.environ.get("AWS_REGION")
+            or os.environ.get("AWS_DEFAULT_REGION")
+            or "us-east-1"
+        )
+        session = boto3.session.Session(region_name=region)
+        credentials: dict[str, str] = {}
+        if _is_loopback(endpoint_url) and session.get_credentials() is None:
+            credentials = {
+                "aws_access_key_id": _TEST_CREDENTIALS[0],
+                "aws_secret_access_key": _TEST_CREDENTIALS[1],
+            }
+        config = Config(
+            connect_timeout=_CONNECT_TIMEOUT,
+            read_timeout=_READ_TIMEOUT,
+            retries={"max_attempts": 2, "mode": "standard"},
+            s3={"addressing_style": "path"} if endpoint_url else {},
+            max_pool_connections=_READ_WORKERS * 2,
+        )
+        client = session.client("s3", endpoint_url=endpoint_url, config=config, **credentials)
+        store = cls(client, bucket, unquote(parts.path), url=url)
+        store._check_bucket()
+        return store
+
+    # -- keys -------------------------------------------------------------------------
+
+    def _root(self) -> str:
+        return f"{self.prefix}/" if self.prefix else ""
+
+    def task_prefix(self, task_id: str) -> str:
+        """The key prefix under which every object of ``task_id`` lives."""
+        # Quote everything (slashes, dots) and add a letter, so that no task id can make
+        # a path that a filer-backed server would normalise ("..", "//").
+        return f"{self._root()}t-{quote(task_id, safe='')}/"
+
+    def head_key(self, task_id: str) -> str:
+        """The key of ``task_id``'s head object."""
+        return self.task_prefix(task_id) + "head.json"
+
+    def _object_key(self, task_id: str, kind: str, lineage: str, entry: _Entry) -> str:
+        start, end, token = entry
+        return f"{self.task_prefix(task_id)}{kind}/{lineage}/{start:08d}-{end:08d}-{token}.json"
+
+    def chunk_keys(self, task_id: str) -> list[str]:
+        """Every object key stored under ``task_id`` (head, chunks, indexes, orphans)."""
+        keys: list[str] = []
+        with self._errors("list a task's objects"):
+            paginator = self._client.get_paginator("list_objects_v2")
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=self.task_prefix(task_id)):
+                keys.extend(obj["Key"] for obj in page.get("Contents", ()))
+        return sorted(keys)
+
+    @property
+    def client(self) -> Any:
+        """The underlying boto3 S3 client."""
+        return self._client
+
+    # -- errors -----------------------------------------------------------------------
+
+    def _code(self, exc: Exception) -> str:
+        response = getattr(exc, "response", {}) or {}
+        return str(response.get("Error", {}).get("Code", ""))
+
+    def _status(self, exc: Exception) -> int:
+        response = getattr(exc, "response", {}) or {}
+        return int(response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+
+    @contextmanager
+    def _errors(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except self._unreachable as exc:
+            raise StoreUnavailableError(
+                f"S3 endpoint of {self.url} is unreachable while trying to {what} ({exc}): "
+                "check that the server runs and that endpoint_url (scheme, host, port) is right"
+            ) from None
+        except self._NoCredentialsError:
+            raise StoreUnavailableError(
+                f"no AWS credentials for {self.url}: set AWS_ACCESS_KEY_ID and "
+                "AWS_SECRET_ACCESS_KEY (or AWS_PROFILE)"
+            ) from None
+        except self._ClientError as exc:
+            code = self._code(exc)
+            if code == "NoSuchBucket":
+                raise StoreUnavailableError(self._missing_bucket_message()) from None
+            if (
+                code
+                in (
+                    "AccessDenied",
+                    "InvalidAccessKeyId",
+                    "SignatureDoesNotMatch",
+                    "InvalidToken",
+                    "ExpiredToken",
+                )
+                or self._status(exc) == 403
+            ):
+                raise StoreUnavailableError(
+                    f"S3 refused the credentials for {self.url} while trying to {what} "
+                    f"({code}): check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or the "
+                    "profile) and that they may read and write the bucket"
+                ) from None
+            raise
+
+    def _missing_bucket_message(self) -> str:
+        return (
+            f"bucket {self.bucket!r} does not exist at the endpoint of {self.url}: create it "
+            "(e.g. 'aws s3 mb s3://BUCKET --endpoint-url URL') or fix the bucket name"
+        )
+
+    def _check_bucket(self) -> None:
+        with self._errors("check the bucket"):
+            try:
+                self._client.head_bucket(Bucket=self.bucket)
+            except self._ClientError as exc:
+                if self._status(exc) == 404 or self._code(exc) in ("404", "NoSuchBucket"):
+                    raise StoreUnavailableError(self._missing_bucket_message()) from None
+                raise
+
+    # -- head envelope ----------------------------------------------------------------
+
+    def _parse_head(self, task_id: str, body: bytes, etag: str) -> _Head:
+        try:
+            envelope = json.loads(body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise CorruptCheckpointError(
+                task_id, f"stored head is not valid JSON ({exc})"
+            ) from None
+        if not isinstance(envelope, dict) or not isinstance(envelope.get("head"), dict):
+            raise CorruptCheckpointError(task_id, "stored head is not a head object")
+        if envelope.get("format") != _FORMAT:
+            raise CorruptCheckpointError(
+                task_id, f"stored head has format {envelope.get('format')!r}, not {_FORMAT}"
+            )
+        fields: dict[str, Any] = envelope["head"]
+        try:
+            version = fields["version"]
+            lineage = envelope["lineage"]
+            count = envelope["count"]
+            chunks = tuple(self._entry(e) for e in envelope["chunks"])
+            indexes = tuple(self._entry(e) for e in envelope["indexes"])
+            if not (isinstance(version, int) and isinstance(count, int)):
+                raise TypeError("version and count must be integers")
+            if not isinstance(lineage, str) or not lineage.isalnum():
+                raise TypeError("lineage must be a token")
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CorruptCheckpointError(task_id, f"stored head is malformed ({exc})") from None
+        return _Head(etag, version, lineage, count, chunks, indexes, fields)
+
+    @staticmethod
+    def _entry(raw: Any) -> _Entry:
+        if (
+            not isinstance(raw, list)
+            or len(raw) != 3
+            or not all(isinstance(x, int) and not isinstance(x, bool) for x in raw[:2])
+            or not isinstance(raw[2], str)
+            or not raw[2].isalnum()
+        ):
+            raise ValueError(f"bad chunk entry {raw!r}")
+        return int(raw[0]), int(raw[1]), str(raw[2])
+
+    @staticmethod
+    def _encode_envelope(
+        head: bytes, lineage: str, count: int, chunks: Sequence[_Entry], indexes: Sequence[_Entry]
+    ) -> bytes:
+        store = dumps(
+            {
+                "format": _FORMAT,
+                "lineage": lineage,
+                "count": count,
+                "chunks": [list(e) for e in chunks],
+                "indexes": [list(e) for e in indexes],
+            }
+        )
+        # The checkpoint head goes in as the codec encoded it (one serializer).
+        return store[:-1] + b',"head":' + head + b"}"
+
+    def _remember(self, task_id: str, head: _Head | None) -> None:
+        with self._lock:
+            if head is None:
+                self._heads.pop(task_id, None)
+                return
+            self._heads[task_id] = head
+            self._heads.move_to_end(task_id)
+            while len(self._heads) > 256:
+                self._heads.popitem(last=False)
+
+    def _known(self, task_id: str) -> _Head | None:
+        with self._lock:
+            return self._heads.get(task_id)
+
+    # -- object I/O -------------------------------------------------------------------
+
+    def _get(self, key: str) -> tuple[bytes, str] | None:
+        """Body and ETag of ``key``, or None when it does not exist."""
+        try:
+            response = self._client.get_object(Bucket=self.bucket, Key=key)
+        except self._ClientError as exc:
+            if self._code(exc) in ("NoSuchKey", "404"):
+                return None
+            raise
+        body: bytes = response["Body"].read()
+        return body, str(response["ETag"])
+
+    def _put(self, key: str, body: bytes, **conditions: str) -> str:
+        response = self._client.put_object(
+            Bucket=self.bucket, Key=key, Body=body, ContentType="application/json", **conditions
+        )
+        self.bytes_written += len(body)
+        return str(response["ETag"])
+
+    def _map(self, fn: Callable[[str], _T], keys: Sequence[str]) -> list[_T]:
+        if len(keys) <= 1:
+            return [fn(key) for key in keys]
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(_READ_WORKERS, thread_name_prefix="agentckpt-s3")
+            pool = self._pool
+        return list(pool.map(fn, keys))
+
+    def _delete_keys(self, keys: Sequence[str]) -> None:
+        """Best-effort removal (garbage collection must never fail a save)."""
+        for start in range(0, len(keys), 1000):
+            batch = keys[start : start + 1000]
+            try:
+                self._client.delete_objects(
+                    Bucket=self.bucket,
+                    Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True},
+                )
+            except Exception:
+                # Some S3-compatible servers lack DeleteObjects: fall back to one by one.
+                for key in batch:
+                    with contextlib.suppress(Exception):  # best effort: delete retries
+                        self._client.delete_object(Bucket=self.bucket, Key=key)
+
+    def _read_head(self, task_id: str) -> _Head | None:
+        found = self._get(self.head_key(task_id))
+        if found is None:
+            return None
+        return self._parse_head(task_id, *found)
+
+    def _chunk_entries(self, task_id: str, head: _Head) -> list[_Entry] | None:
+        """Every chunk entry of ``head`` in order, or None if an index object is gone."""
+        keys = [self._object_key(task_id, "index", head.lineage, e) for e in head.indexes]
+        entries: list[_Entry] = []
+        for key, found in zip(keys, self._map(self._get, keys), strict=True):
+            if found is None:
+                return None
+            try:
+                raw = json.loads(found[0])
+                if not isinstance(raw, list):
+                    raise TypeError("not a list")
+                entries.extend(self._entry(e) for e in raw)
+            except (ValueError, TypeError, UnicodeDecodeError) as exc:
+                raise CorruptCheckpointError(
+                    task_id, f"chunk index {key!r} is unreadable ({exc})"
+                ) from None
+        entries.extend(head.chunks)
+        position = 0
+        for start, end, _ in entries:
+            if start != position or end < start:
+                raise CorruptCheckpointError(
+                    task_id, f"the chunks do not cover the history contiguously at {position}"
+                )
+            position = end
+        if position != head.count:
+            raise CorruptCheckpointError(
+                task_id, f"the chunks hold {position} messages, the head says {head.count}"
+            )
+        return entries
+
+    # -- CheckpointStore ----------------------------------------------------------------
+
+    def load(self, task_id: str) -> Checkpoint | None:
+        """The stored checkpoint, or ``None`` when none exists (damage raises)."""
+        with self._errors("load a checkpoint"):
+            for _ in range(_LOAD_ATTEMPTS):
+                head = self._read_head(task_id)
+                if head is None:
+                    self._remember(task_id, None)
+                    return None
+                result = self._load_history(task_id, head)
+                if result is not None:
+                    return result
+                # A chunk the head names is gone: if the head moved on, a concurrent save
+                # collected it and we read again; if the head is the same, it is damage.
+                again = self._read_head(task_id)
+                if again is not None and again.etag == head.etag:
+                    raise CorruptCheckpointError(
+                        task_id, "a message chunk named by the head is missing"
+                    )
+        raise StoreUnavailableError(
+            f"checkpoint {task_id!r} in {self.url} kept changing while it was read "
+            f"({_LOAD_ATTEMPTS} attempts): another writer saves it continuously"
+        )
+
+    def _load_history(self, task_id: str, head: _Head) -> Checkpoint | None:
+        entries = self._chunk_entries(task_id, head)
+        if entries is None:
+            return None
+        keys = [self._object_key(task_id, "msgs", head.lineage, e) for e in entries]
+        bodies = self._map(self._get, keys)
+        encoded: list[bytes] = []
+        for entry, key, found in zip(entries, keys, bodies, strict=True):
+            if found is None:
+                return None
+            try:
+                messages = json.loads(found[0])
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise CorruptCheckpointError(
+                    task_id, f"message chunk {key!r} is not valid JSON ({exc})"
+                ) from None
+            if not isinstance(messages, list) or len(messages) != entry[1] - entry[0]:
+                raise CorruptCheckpointError(
+                    task_id, f"message chunk {key!r} does not hold messages {entry[0]}-{entry[1]}"
+                )
+            encoded.extend(dumps(m) for m in messages)
+        checkpoint = decode_checkpoint(task_id, head.fields, encoded)
+        self._remember(task_id, head)
+        self._tracker.loaded(task_id, head.version, head.lineage, encoded)
+        return checkpoint
+
+    def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        """Compare-and-set on ``version`` through a conditional PUT of the head."""
+        task_id = checkpoint.task_id
+        expected = checkpoint.version
+        with self._errors("save a checkpoint"):
+            stored = self._stored_for_save(task_id, expected)
+            plan = self._tracker.plan(checkpoint, stored_lineage=stored.lineage if stored else None)
+            if stored is not None and (
+                plan.rewrite or plan.lineage != stored.lineage or plan.start != stored.count
+            ):
+                # What this store knew is not what is stored, or the prefix changed: write
+                # the whole history under a lineage of its own, so its chunks never share
+                # keys with the history it replaces (collected after the write).
+                encoded = plan.encoded if plan.rewrite else encode_messages(checkpoint.messages)
+                plan = WritePlan(True, 0, encoded, secrets.token_hex(8))
+            saved = checkpoint.model_copy(update={"version": expected + 1, "updated_at": utcnow()})
+            try:
+                new_head = self._write(task_id, saved, stored, plan)
+            except _Conflict:
+                self._tracker.forget(task_id)
+                self._remember(task_id, None)
+                actual = self._read_head_quietly(task_id)
+                raise ConflictError(task_id, expected, actual) from None
+            except BaseException:
+                # Outcome unknown (the head PUT may have landed): forget what we knew.
+                self._tracker.forget(task_id)
+                self._remember(task_id, None)
+                raise
+        self._remember(task_id, new_head)
+        self._tracker.saved(task_id, new_head.version, plan)
+        if stored is not None and new_head.lineage != stored.lineage:
+            self._collect_lineage(task_id, stored.lineage)
+        return saved
+
+    def _stored_for_save(self, task_id: str, expected: int) -> _Head | None:
+        """The head a save at ``expected`` replaces (None to create), or a conflict."""
+        known = self._known(task_id)
+        if known is not None and known.version == expected and expected > 0:
+            return known
+        if expected == 0 and known is None:
+            return None  # If-None-Match decides; no read needed
+        head = self._read_head(task_id)
+        actual = None if head is None else head.version
+        if (actual or 0) != expected:
+            self._tracker.forget(task_id)
+            self._remember(task_id, head)
+            raise ConflictError(task_id, expected, actual)
+        self._remember(task_id, head)
+        return head
+
+    def _write(
+        self, task_id: str, saved: Checkpoint, stored: _Head | None, plan: WritePlan
+    ) -> _Head:
+        if plan.rewrite or stored is None:
+            chunks: list[_Entry] = []
+            indexes: list[_Entry] = []
+        else:
+            chunks, indexes = list(stored.chunks), list(stored.indexes)
+        written: list[str] = []
+        try:
+            if plan.encoded:
+                entry = (plan.start, plan.total, secrets.token_hex(4))
+                key = self._object_key(task_id, "msgs", plan.lineage, entry)
+                self._put(key, b"[" + b",".join(plan.encoded) + b"]")
+                written.append(key)
+                if len(chunks) >= _MAX_HEAD_CHUNKS:
+                    # Move the head's chunk list into an immutable index object.
+                    index = (chunks[0][0], chunks[-1][1], secrets.token_hex(4))
+                    index_key = self._object_key(task_id, "index", plan.lineage, index)
+                    self._put(index_key, dumps([list(e) for e in chunks]))
+                    written.append(index_key)
+                    indexes.append(index)
+                    chunks = []
+                chunks.append(entry)
+            body = self._encode_envelope(
+                encode_head(saved), plan.lineage, plan.total, chunks, indexes
+            )
+            conditions = {"IfMatch": stored.etag} if stored else {"IfNoneMatch": "*"}
+            try:
+                etag = self._put(self.head_key(task_id), body, **conditions)
+            except self._ClientError as exc:
+                if not self._lost_race(exc):
+                    raise
+                if self._landed(task_id, body):
+                    # A retried PUT whose first attempt succeeded: the write is ours.
+                    etag = '"' + hashlib.md5(body, usedforsecurity=False).hexdigest() + '"'
+                else:
+                    raise _Conflict from None
+        except _Conflict:
+            # Nobody can name these chunks now. (On any other error the head PUT may have
+            # landed, so the chunks stay: at worst they are orphans that delete removes.)
+            self._delete_keys(written)
+            raise
+        head = _Head(
+            etag, saved.version, plan.lineage, plan.total, tuple(chunks), tuple(indexes), {}
+        )
+        return head
+
+    def _lost_race(self, exc: Exception) -> bool:
+        # 412: the condition failed; 409: a concurrent conditional write on the same key;
+        # 404 on If-Match: the head was deleted meanwhile (AWS and moto answer so).
+        code = self._code(exc)
+        if code in ("PreconditionFailed", "ConditionalRequestConflict", "NoSuchKey"):
+            return True
+        return self._status(exc) in (412, 409) and code != "NoSuchBucket"
+
+    def _landed(self, task_id: str, body: bytes) -> bool:
+        try:
+            found = self._get(self.head_key(task_id))
+        except Exception:
+            return False
+        return found is not None and found[0] == body
+
+    def _read_head_quietly(self, task_id: str) -> int | None:
+        try:
+            head = self._read_head(task_id)
+        except Exception:
+            return None
+        return None if head is None else head.version
+
+    def _list_objects(self, prefix: str) -> list[tuple[str, float]]:
+        """Keys under ``prefix`` with their age in seconds."""
+        found: list[tuple[str, Any]] = []
+        paginator = self._client.get_paginator("list_objects_v2")
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
+            found.extend((obj["Key"], obj["LastModified"]) for obj in page.get("Contents", ()))
+        now = utcnow()
+        return [(key, (now - modified).total_seconds()) for key, modified in found]
+
+    def _collect_lineage(self, task_id: str, lineage: str) -> None:
+        """Remove every chunk and index of ``lineage``, which no head can name any more.
+
+        A lineage is a random token drawn for each create and rewrite; once the head has
+        left it, a save appending to it fails its If-Match, so its objects are garbage.
+        """
+        base = self.task_prefix(task_id)
+        try:
+            keys = [
+                key
+                for kind in ("msgs", "index")
+                for key, _ in self._list_objects(f"{base}{kind}/{lineage}/")
+            ]
+            self._delete_keys(keys)
+        except Exception:  # garbage collection is best effort, never fails a save
+            pass
+
+    def delete(self, task_id: str) -> None:
+        """Remove the checkpoint and its objects (idempotent)."""
+        with self._errors("delete a checkpoint"):
+            head = self._read_head_or_none(task_id)
+            # The head first: from then on the task does not exist for any reader.
+            self._client.delete_object(Bucket=self.bucket, Key=self.head_key(task_id))
+            self._remember(task_id, None)
+            self._tracker.forget(task_id)
+            if head is not None:
+                self._collect_lineage(task_id, head.lineage)
+            # Objects of other lineages are left by saves that lost a race or crashed, or
+            # belong to a create of the same task in flight right now: remove only those
+            # clearly older than any save takes.
+            stale = [
+                key
+                for key, age in self._list_objects(self.task_prefix(task_id))
+                if age > _ORPHAN_AGE
+            ]
+            self._delete_keys(stale)
+
+    def _read_head_or_none(self, task_id: str) -> _Head | None:
+        try:
+            return self._read_head(task_id)
+        except CorruptCheckpointError:
+            return None  # a damaged head is deleted all the same
+
+    def list_checkpoints(
+        self,
+        *,
+        status: CheckpointStatus | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> list[CheckpointSummary]:
+        """Summaries filtered by status and metadata, ordered by ``task_id``."""
+        task_ids: list[str] = []
+        with self._errors("list checkpoints"):
+            paginator = self._client.get_paginator("list_objects_v2")
+            for page in paginator.paginate(
+                Bucket=self.bucket, Prefix=self._root() + "t-", Delimiter="/"
+            ):
+                for common in page.get("CommonPrefixes", ()):
+                    name = common["Prefix"][len(self._root()) + 2 : -1]
+                    task_ids.append(unquote(name))
+            task_ids.sort()
+            heads = self._map(lambda t: self._get(self.head_key(t)), task_ids)
+        result = []
+        for task_id, found in zip(task_ids, heads, strict=True):
+            if found is None:
+                continue  # chunks of an unfinished create, or deleted meanwhile
+            head = self._parse_head(task_id, *found)
+            summary = decode_summary(task_id, head.fields)
+            if status is not None and summary.status != status:
+                continue
+            if not metadata_matches(summary.metadata, metadata):
+                continue
+            result.append(summary)
+        return result
+
+    def info(self) -> StoreInfo:
+        """Backend ``s3``: durable and incremental."""
+        return StoreInfo(
+            backend="s3",
+            url=self.url,
+            durable=True,
+            incremental=True,
+            notes=(
+                "compare-and-set through conditional writes (If-None-Match / If-Match)",
+                "the server must support conditional PUTs (AWS S3, SeaweedFS, moto, MinIO)",
+            ),
+        )
+
+    def close(self) -> None:
+        """Stop the read pool and close the client's connections."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+        self._client.close()
