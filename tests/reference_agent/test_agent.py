@@ -1,0 +1,399 @@
+"""The checkpointed loop, in process: crashes, resumes, stop reasons, store failures."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from reference_agent import (
+    CannedModel,
+    ContextWindowExceededError,
+    FakeMessagesAPI,
+    IntentNotRecordedError,
+    InvalidHistoryError,
+    IterationBudgetExceededError,
+    ModelRefusalError,
+    TaskOwnedElsewhereError,
+    Toolbox,
+    ToolSpec,
+    World,
+    demo_plan,
+    demo_toolbox,
+    run,
+)
+from reference_agent.agent import AgentEvent, idempotency_key_for
+from reference_agent.demo_tools import DEMO_GOAL
+from stores import Checkpoint, CheckpointStore, CorruptCheckpointError, StoreUnavailableError
+from stores.memory import MemoryStore
+
+
+class Crash(BaseException):
+    """An injected crash: not an Exception, so no `except Exception` swallows it."""
+
+
+IRREVERSIBLE = ("write_record", "send_message", "create_file")
+
+
+class FaultyStore:
+    """A store wrapper: crash or fail at chosen saves; records the iterations saved."""
+
+    def __init__(self, inner: CheckpointStore) -> None:
+        self.inner = inner
+        self.saves = 0
+        self.crash_before: set[int] = set()
+        self.crash_after: set[int] = set()
+        self.fail: Callable[[int, Checkpoint], bool] = lambda n, cp: False
+        self.fail_after_write: set[int] = set()
+        self.iterations: list[int] = []
+
+    def load(self, task_id: str) -> Checkpoint | None:
+        return self.inner.load(task_id)
+
+    def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        self.saves += 1
+        n = self.saves
+        if n in self.crash_before:
+            raise Crash(f"before save {n}")
+        if self.fail(n, checkpoint):
+            raise StoreUnavailableError(f"store down at save {n}")
+        saved = self.inner.save(checkpoint)
+        self.iterations.append(saved.iteration)
+        if n in self.crash_after:
+            raise Crash(f"after save {n}")
+        if n in self.fail_after_write:
+            raise StoreUnavailableError(f"acknowledgement of save {n} lost")
+        return saved
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+class Harness:
+    """The demo task with a World, a fake API, a faulty store and counted tool calls."""
+
+    def __init__(self, **api_kwargs: Any) -> None:
+        self.world = World()
+        self.api = FakeMessagesAPI(demo_plan(), **api_kwargs)
+        self.client = self.api.client(max_retries=0)
+        self.store = FaultyStore(MemoryStore())
+        self.tool_calls: list[str] = []
+        self.crash_tool: dict[tuple[str, int], str] = {}  # (tool, nth call) -> before/after
+        self.events: list[AgentEvent] = []
+        counts: dict[str, int] = {}
+
+        def wrap(spec: ToolSpec) -> Callable[..., Any]:
+            def call(**kwargs: Any) -> Any:
+                counts[spec.name] = counts.get(spec.name, 0) + 1
+                self.tool_calls.append(spec.name)
+                where = self.crash_tool.pop((spec.name, counts[spec.name]), None)
+                if where == "before":
+                    raise Crash(f"before {spec.name}")
+                result = spec.function(**kwargs)
+                if where == "after":
+                    raise Crash(f"after {spec.name}")
+                return result
+
+            return call
+
+        self.tools: Toolbox = demo_toolbox(self.world).replace_functions(wrap)
+
+    def run(self, **kwargs: Any) -> str:
+        return run("task", DEMO_GOAL, client=self.client, store=self.store, tools=self.tools,
+                   on_event=self.events.append, retry_backoff=0, **kwargs)
+
+    def run_to_end(self, max_restarts: int = 10, **kwargs: Any) -> tuple[str, int]:
+        for restart in range(max_restarts):
+            try:
+                return self.run(**kwargs), restart
+            except Crash:
+                continue
+        raise AssertionError("did not finish")
+
+    def effects(self, tool: str) -> int:
+        return len(self.world.effects(tool))
+
+
+@pytest.fixture(scope="module")
+def crash_free() -> Harness:
+    h = Harness()
+    h.answer = h.run()  # type: ignore[attr-defined]
+    return h
+
+
+def assert_survived(h: Harness, crash_free: Harness, answer: str) -> None:
+    """The oracles: valid requests, effects once, same answer, iterations monotonic."""
+    assert all(e.status == 200 for e in h.api.exchanges), [e.status for e in h.api.exchanges]
+    assert answer == crash_free.answer  # type: ignore[attr-defined]
+    assert h.effects("write_record") == 2
+    assert h.effects("send_message") == 1
+    unknown = [e for e in h.events if e.kind == "tool_call" and e.data["outcome"] == "unknown"]
+    # create_file takes no key: a crash that hid its outcome (effect done or not) is
+    # answered UNKNOWN and the scripted model calls it again (the harness's "unsafe
+    # tool"); the agent itself never repeats it.
+    assert 1 <= h.effects("create_file") <= 1 + len(unknown)
+    assert h.store.iterations == sorted(h.store.iterations)
+    cp = h.store.load("task")
+    assert cp is not None and cp.status == "completed" and cp.final_answer == answer
+
+
+def test_an_uninterrupted_run_acts_once_and_keeps_a_completed_checkpoint(crash_free: Harness) -> None:
+    cp = crash_free.store.load("task")
+    assert cp is not None
+    assert (cp.status, cp.iteration, crash_free.api.model_calls) == ("completed", 7, 7)
+    assert crash_free.store.saves == SAVES_IN_A_RUN
+    assert [crash_free.effects(t) for t in IRREVERSIBLE] == [2, 1, 1]
+    assert [a.state for a in cp.actions] == ["done"] * 4
+    assert all(a.idempotency_key == idempotency_key_for("task", a.tool_use_id) for a in cp.actions)
+    assert cp.artifacts and len(cp.completed_tasks) == 8
+
+
+def test_running_a_completed_task_again_makes_no_model_or_tool_call(crash_free: Harness) -> None:
+    calls, tools = crash_free.api.model_calls, len(crash_free.tool_calls)
+    assert crash_free.run() == crash_free.answer  # type: ignore[attr-defined]
+    assert (crash_free.api.model_calls, len(crash_free.tool_calls)) == (calls, tools)
+
+
+SAVES_IN_A_RUN = 22
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+@pytest.mark.parametrize("save", range(1, SAVES_IN_A_RUN + 1))
+def test_a_crash_at_any_checkpoint_write_resumes_without_duplicates(
+    crash_free: Harness, save: int, where: str
+) -> None:
+    h = Harness()
+    (h.store.crash_before if where == "before" else h.store.crash_after).add(save)
+    answer, restarts = h.run_to_end()
+    assert restarts == 1
+    assert_survived(h, crash_free, answer)
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+@pytest.mark.parametrize("call", [("write_record", 1), ("write_record", 2), ("send_message", 1),
+                                  ("create_file", 1), ("search", 1), ("fetch_page", 2)])
+def test_a_crash_around_a_tool_effect_resumes_without_duplicates(
+    crash_free: Harness, call: tuple[str, int], where: str
+) -> None:
+    h = Harness()
+    h.crash_tool[call] = where
+    answer, restarts = h.run_to_end()
+    assert restarts == 1
+    assert_survived(h, crash_free, answer)
+
+
+def test_an_idempotent_intent_without_outcome_is_rerun_with_the_same_key(crash_free: Harness) -> None:
+    h = Harness()
+    h.crash_tool[("send_message", 1)] = "after"  # the effect happened, the outcome is lost
+    answer, _ = h.run_to_end()
+    reruns = [e for e in h.events if e.kind == "tool_call" and e.data["outcome"] == "rerun_with_key"]
+    assert [e.data["tool"] for e in reruns] == ["send_message"]
+    assert h.effects("send_message") == 1
+    assert_survived(h, crash_free, answer)
+
+
+def test_an_unsafe_intent_without_outcome_is_answered_unknown_never_retry() -> None:
+    h = Harness()
+    h.crash_tool[("create_file", 1)] = "after"
+    h.run_to_end()
+    cp = h.store.load("task")
+    assert cp is not None
+    record = next(a for a in cp.actions if a.tool_name == "create_file")
+    assert record.state == "unknown" and record.result is not None
+    assert str(record.result.content).startswith("UNKNOWN OUTCOME")
+    assert "retry" not in str(record.result.content).lower().replace("before any retry", "")
+    # The agent answered UNKNOWN; the scripted model retried on its own with a new id.
+    assert h.effects("create_file") == 2
+
+
+def test_a_reply_lost_in_a_crash_is_asked_for_again(crash_free: Harness) -> None:
+    h = Harness()
+    fired: list[int] = []
+
+    def lose_third_reply(event: str, index: int, body: dict[str, Any]) -> None:
+        if event == "response" and index == 2 and not fired:
+            fired.append(index)
+            raise Crash("reply lost")
+
+    h.api.add_hook(lose_third_reply)
+    answer, restarts = h.run_to_end()
+    assert restarts == 1
+    assert_survived(h, crash_free, answer)
+
+
+def test_the_iteration_budget_spans_restarts(crash_free: Harness) -> None:
+    h = Harness()
+    h.store.crash_after.add(8)  # a crash in iteration 3
+    with pytest.raises(IterationBudgetExceededError, match="max_iterations=5"):
+        h.run_to_end(max_iterations=5)
+    cp = h.store.load("task")
+    assert cp is not None and (cp.status, cp.iteration) == ("failed", 5)
+    # A larger budget resumes the same task: 7 model calls in all, not 7 more.
+    answer = h.run(max_iterations=10)
+    assert h.api.model_calls == 7
+    assert_survived(h, crash_free, answer)
+
+
+def test_routine_save_failures_are_reported_and_the_run_goes_on(crash_free: Harness) -> None:
+    h = Harness()
+    h.store.fail = lambda n, cp: n % 2 == 0 and not cp.actions
+    answer = h.run()
+    failed = [e for e in h.events if e.kind == "checkpoint_failed"]
+    assert failed and all(not e.data["required"] for e in failed)
+    assert_survived(h, crash_free, answer)
+
+
+def test_an_intent_that_cannot_be_recorded_blocks_its_action_then_resumes(crash_free: Harness) -> None:
+    h = Harness()
+    down = {"on": True}
+    h.store.fail = lambda n, cp: down["on"] and any(a.state == "intent" for a in cp.actions)
+    with pytest.raises(IntentNotRecordedError, match="not performed"):
+        h.run(save_attempts=3)
+    assert h.effects("write_record") == 0
+    assert "write_record" not in h.tool_calls
+    down["on"] = False
+    answer = h.run()
+    assert_survived(h, crash_free, answer)
+
+
+def test_a_lost_acknowledgement_is_not_mistaken_for_another_worker(crash_free: Harness) -> None:
+    h = Harness()
+    h.store.fail_after_write.update({3, 9})
+    answer = h.run()
+    assert_survived(h, crash_free, answer)
+
+
+def test_another_worker_writing_the_task_stops_this_one_cleanly() -> None:
+    h = Harness()
+    inner = h.store.inner
+
+    def other_worker_writes(n: int, cp: Checkpoint) -> bool:
+        if n == 6:
+            stored = inner.load("task")
+            assert stored is not None
+            inner.save(stored)  # the other worker's save moves the version on
+        return False
+
+    h.store.fail = other_worker_writes
+    with pytest.raises(TaskOwnedElsewhereError, match="another worker owns"):
+        h.run()
+    effects = len(h.world.effects())
+    assert [e.data["reason"] for e in h.events if e.kind == "stopped"] == ["conflict"]
+    assert effects <= 1
+
+
+def test_a_load_error_propagates_and_is_never_taken_for_no_checkpoint() -> None:
+    class Corrupt(FaultyStore):
+        def load(self, task_id: str) -> Checkpoint | None:
+            raise CorruptCheckpointError(task_id, "bad bytes")
+
+    h = Harness()
+    h.store = Corrupt(MemoryStore())
+    with pytest.raises(CorruptCheckpointError):
+        h.run()
+    assert h.api.model_calls == 0 and h.store.saves == 0
+
+
+def test_an_invalid_stored_history_fails_before_any_request() -> None:
+    h = Harness()
+    h.store.inner.save(Checkpoint(task_id="task", goal="g", messages=[
+        {"role": "user", "content": [{"type": "text", "text": "  "}]}]))
+    with pytest.raises(InvalidHistoryError):
+        h.run()
+    assert h.api.exchanges == []
+
+
+def test_checkpoint_every_n_saves_less_and_still_acts_once(crash_free: Harness) -> None:
+    h = Harness()
+    answer = h.run(checkpoint_every=3)
+    assert h.store.saves < crash_free.store.saves
+    assert_survived(h, crash_free, answer)
+    h2 = Harness()
+    h2.store.crash_after.add(5)
+    answer, _ = h2.run_to_end(checkpoint_every=3)
+    assert_survived(h2, crash_free, answer)
+
+
+# -- stop reasons --------------------------------------------------------------------
+
+
+def _echo_tools(calls: list[dict[str, Any]]) -> Toolbox:
+    def echo(text: str) -> str:
+        calls.append({"text": text})
+        return text
+
+    return Toolbox([ToolSpec.from_function(echo, description="Echo.")])
+
+
+def _canned(*replies: Any, **kwargs: Any) -> tuple[FakeMessagesAPI, MemoryStore]:
+    return FakeMessagesAPI(CannedModel(list(replies)), **kwargs), MemoryStore()
+
+
+TOOL_USE = {"type": "tool_use", "id": "toolu_1", "name": "echo", "input": {"text": "hi"}}
+
+
+def test_max_tokens_never_runs_a_cut_off_tool_call_and_asks_to_continue() -> None:
+    api, store = _canned(
+        {"content": [{"type": "text", "text": "Let me "}, TOOL_USE], "stop_reason": "max_tokens"},
+        "done",
+    )
+    calls: list[dict[str, Any]] = []
+    assert run("t", "g", client=api.client(), store=store, tools=_echo_tools(calls)) == "done"
+    assert calls == []
+    sent = api.requests[1]["messages"]
+    assert sent[1] == {"role": "assistant", "content": [{"type": "text", "text": "Let me"}]}
+    assert "NOT executed" in sent[2]["content"]
+
+
+def test_pause_turn_sends_the_paused_reply_back_to_continue() -> None:
+    api, store = _canned(
+        {"content": [{"type": "text", "text": "Searching"}], "stop_reason": "pause_turn"},
+        "found it",
+        allow_prefill=True,
+    )
+    assert run("t", "g", client=api.client(), store=store, tools=Toolbox([])) == "found it"
+    assert api.requests[1]["messages"][-1]["role"] == "assistant"
+
+
+def test_stop_sequence_completes_with_the_text() -> None:
+    api, store = _canned({"content": [{"type": "text", "text": "42"}], "stop_reason": "stop_sequence"})
+    assert run("t", "g", client=api.client(), store=store, tools=Toolbox([])) == "42"
+    cp = store.load("t")
+    assert cp is not None and cp.status == "completed"
+
+
+@pytest.mark.parametrize(
+    ("stop_reason", "error"),
+    [("refusal", ModelRefusalError), ("model_context_window_exceeded", ContextWindowExceededError)],
+)
+def test_refusal_and_full_context_stop_with_a_failed_checkpoint(
+    stop_reason: str, error: type[Exception]
+) -> None:
+    api, store = _canned({"content": [{"type": "text", "text": "No."}], "stop_reason": stop_reason})
+    with pytest.raises(error):
+        run("t", "g", client=api.client(), store=store, tools=Toolbox([]))
+    cp = store.load("t")
+    assert cp is not None and cp.status == "failed"
+    # Running it again reports the failure without calling the model.
+    with pytest.raises(Exception, match="failed earlier"):
+        run("t", "g", client=api.client(), store=store, tools=Toolbox([]))
+    assert api.model_calls == 1
+
+
+def test_thinking_blocks_and_signatures_are_stored_and_sent_back_unchanged() -> None:
+    thinking = {"type": "thinking", "thinking": "I should echo.", "signature": "c2lnbmF0dXJl=="}
+    api, store = _canned({"content": [thinking, TOOL_USE]}, "echoed")
+    calls: list[dict[str, Any]] = []
+    run("t", "g", client=api.client(), store=store, tools=_echo_tools(calls))
+    assert api.requests[1]["messages"][1]["content"][0] == thinking
+    cp = store.load("t")
+    assert cp is not None and cp.messages[1]["content"][0] == thinking
+    assert calls == [{"text": "hi"}]
+
+
+def test_tool_calls_are_answered_even_when_the_stop_reason_says_end_turn() -> None:
+    api, store = _canned({"content": [TOOL_USE], "stop_reason": "end_turn"}, "ok")
+    calls: list[dict[str, Any]] = []
+    assert run("t", "g", client=api.client(), store=store, tools=_echo_tools(calls)) == "ok"
+    assert calls == [{"text": "hi"}]
