@@ -59,6 +59,8 @@ _MAX_HEAD_CHUNKS = 64
 _READ_WORKERS = 8
 #: A load that finds a chunk gone (a concurrent rewrite collected it) starts over.
 _LOAD_ATTEMPTS = 5
+#: A save whose If-Match fails while the stored version still matches tries again.
+_SAVE_ATTEMPTS = 3
 _CONNECT_TIMEOUT = 3
 _READ_TIMEOUT = 15
 #: Seconds after which an object no head names is garbage for certain (see delete).
@@ -495,35 +497,45 @@ class S3Store:
         """Compare-and-set on ``version`` through a conditional PUT of the head."""
         task_id = checkpoint.task_id
         expected = checkpoint.version
+        saved = checkpoint.model_copy(update={"version": expected + 1, "updated_at": utcnow()})
         with self._errors("save a checkpoint"):
-            stored = self._stored_for_save(task_id, expected)
-            plan = self._tracker.plan(checkpoint, stored_lineage=stored.lineage if stored else None)
-            if stored is not None and (
-                plan.rewrite or plan.lineage != stored.lineage or plan.start != stored.count
-            ):
-                # What this store knew is not what is stored, or the prefix changed: write
-                # the whole history under a lineage of its own, so its chunks never share
-                # keys with the history it replaces (collected after the write).
-                encoded = plan.encoded if plan.rewrite else encode_messages(checkpoint.messages)
-                plan = WritePlan(True, 0, encoded, secrets.token_hex(8))
-            saved = checkpoint.model_copy(update={"version": expected + 1, "updated_at": utcnow()})
-            try:
-                new_head = self._write(task_id, saved, stored, plan)
-            except _Conflict:
-                self._tracker.forget(task_id)
-                self._remember(task_id, None)
-                actual = self._read_head_quietly(task_id)
-                raise ConflictError(task_id, expected, actual) from None
-            except BaseException:
-                # Outcome unknown (the head PUT may have landed): forget what we knew.
-                self._tracker.forget(task_id)
-                self._remember(task_id, None)
-                raise
+            for _ in range(_SAVE_ATTEMPTS):
+                stored = self._stored_for_save(task_id, expected)
+                plan = self._plan(checkpoint, stored)
+                try:
+                    new_head = self._write(task_id, saved, stored, plan)
+                    break
+                except _Conflict:
+                    # The head changed since this store read it. The version is the
+                    # token: if the head is still at ``expected`` (deleted and created
+                    # again, or saved by an older copy of this very state), the next
+                    # round reads it and writes over it; otherwise it conflicts.
+                    self._tracker.forget(task_id)
+                    self._remember(task_id, None)
+                except BaseException:
+                    # Outcome unknown (the head PUT may have landed): forget what we knew.
+                    self._tracker.forget(task_id)
+                    self._remember(task_id, None)
+                    raise
+            else:
+                raise ConflictError(task_id, expected, self._read_head_quietly(task_id))
         self._remember(task_id, new_head)
         self._tracker.saved(task_id, new_head.version, plan)
         if stored is not None and new_head.lineage != stored.lineage:
             self._collect_lineage(task_id, stored.lineage)
         return saved
+
+    def _plan(self, checkpoint: Checkpoint, stored: _Head | None) -> WritePlan:
+        plan = self._tracker.plan(checkpoint, stored_lineage=stored.lineage if stored else None)
+        if stored is not None and (
+            plan.rewrite or plan.lineage != stored.lineage or plan.start != stored.count
+        ):
+            # What this store knew is not what is stored, or the prefix changed: write the
+            # whole history under a lineage of its own, so its chunks never share keys
+            # with the history it replaces (collected after the write).
+            encoded = plan.encoded if plan.rewrite else encode_messages(checkpoint.messages)
+            plan = WritePlan(True, 0, encoded, secrets.token_hex(8))
+        return plan
 
     def _stored_for_save(self, task_id: str, expected: int) -> _Head | None:
         """The head a save at ``expected`` replaces (None to create), or a conflict."""
