@@ -1,0 +1,237 @@
+"""Concurrent writers: threads sharing one store, processes each with their own instance.
+
+Every writer loops load -> append its marker -> save, retrying on conflict, and records
+each save the store acknowledged: the version it expected and the version it got. A
+correct compare-and-set store yields a history in which every success moved the version
+by exactly one, no two successes started from the same version, and the final history
+holds every acknowledged marker in version order. Anything else is a lost update.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import queue as queue_module
+import threading
+import time
+import traceback
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from stores import Checkpoint, CheckpointStore, ConflictError, StoreError
+
+from .factory import StoreFactory
+
+__all__ = ["Success", "WriterLog", "judge_history", "run_process_writers", "run_thread_writers"]
+
+#: A writer gives up after this many attempts per save it wants (bounded loops).
+ATTEMPTS_PER_SAVE = 12
+
+
+@dataclass(frozen=True)
+class Success:
+    """One acknowledged save: who, from which version, to which, with which marker."""
+
+    worker: int
+    expected: int
+    version: int
+    marker: str
+
+
+@dataclass
+class WriterLog:
+    """What one writer saw."""
+
+    successes: list[Success] = field(default_factory=list)
+    conflicts: int = 0
+    # Saves that failed with a store error: they may or may not have been applied.
+    ambiguous: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def write_loop(store: CheckpointStore, task_id: str, worker: int, wanted: int) -> WriterLog:
+    """Append ``wanted`` markers to ``task_id`` through compare-and-set, bounded attempts."""
+    log = WriterLog()
+    for attempt in range(wanted * ATTEMPTS_PER_SAVE):
+        if len(log.successes) >= wanted:
+            break
+        current = store.load(task_id)
+        if current is None:
+            log.errors.append(f"load({task_id!r}) returned None while the task existed")
+            continue
+        marker = f"w{worker}-a{attempt}"
+        following = current.model_copy(
+            update={
+                "messages": [*current.messages, {"role": "user", "content": marker}],
+                "iteration": current.iteration + 1,
+            }
+        )
+        try:
+            saved = store.save(following)
+        except ConflictError:
+            log.conflicts += 1
+            continue
+        except StoreError as exc:
+            log.ambiguous.append(marker)
+            log.errors.append(f"{type(exc).__name__}: {exc}")
+            time.sleep(0.01)
+            continue
+        log.successes.append(Success(worker, current.version, saved.version, marker))
+    return log
+
+
+def judge_history(initial: Checkpoint, logs: list[WriterLog], final: Checkpoint | None) -> list[str]:
+    """Every way the acknowledged saves and the final checkpoint show a lost update."""
+    problems: list[str] = []
+    successes = sorted((s for log in logs for s in log.successes), key=lambda s: s.version)
+    ambiguous = {marker for log in logs for marker in log.ambiguous}
+    if not successes:
+        return ["no save succeeded at all: every attempt conflicted or failed"]
+    for start, count in Counter(s.expected for s in successes).items():
+        if count > 1:
+            who = [s.worker for s in successes if s.expected == start]
+            problems.append(
+                f"{count} saves all succeeded from version {start} (workers {who}): "
+                "only one may, the others' updates were erased"
+            )
+    for s in successes:
+        if s.version != s.expected + 1:
+            problems.append(
+                f"worker {s.worker} saved from version {s.expected} and got version "
+                f"{s.version}, not {s.expected + 1}"
+            )
+    versions = [s.version for s in successes]
+    if len(set(versions)) != len(versions):
+        problems.append(f"versions handed out more than once: {versions}")
+    if final is None:
+        problems.append("the task is gone after the writers finished")
+        return problems
+    written = [m.get("content") for m in final.messages[len(initial.messages) :]]
+    acknowledged = [s.marker for s in successes]
+    kept = [m for m in written if m not in ambiguous]
+    missing = [m for m in acknowledged if m not in written]
+    if missing:
+        problems.append(
+            f"acknowledged saves missing from the final history (lost updates): {missing[:8]}"
+        )
+    elif kept != acknowledged:
+        problems.append(
+            f"the final history holds the markers {kept[:12]}, not the acknowledged saves "
+            f"in version order {acknowledged[:12]}"
+        )
+    if not ambiguous and final.version != successes[-1].version:
+        problems.append(
+            f"the final version is {final.version}, but the last acknowledged save got "
+            f"{successes[-1].version}"
+        )
+    return problems
+
+
+def run_thread_writers(
+    store: CheckpointStore, task_id: str, *, threads: int, saves: int, timeout: float
+) -> list[WriterLog]:
+    """``threads`` writers sharing ``store``; each wants ``saves`` acknowledged saves."""
+    logs: list[WriterLog] = [WriterLog() for _ in range(threads)]
+    start = threading.Barrier(threads)
+
+    def writer(worker: int) -> None:
+        try:
+            start.wait(timeout)
+            logs[worker] = write_loop(store, task_id, worker, saves)
+        except BaseException:
+            logs[worker].errors.append(traceback.format_exc())
+
+    workers = [threading.Thread(target=writer, args=(i,), daemon=True) for i in range(threads)]
+    for thread in workers:
+        thread.start()
+    deadline = time.monotonic() + timeout
+    for thread in workers:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    if any(thread.is_alive() for thread in workers):
+        raise TimeoutError(f"writer threads did not finish within {timeout:.0f}s")
+    return logs
+
+
+def _process_writer(
+    spec: str,
+    namespace: str,
+    task_id: str,
+    worker: int,
+    saves: int,
+    ready: Any,
+    go: Any,
+    results: Any,
+) -> None:
+    """Child-process entry point (importable, as ``spawn`` requires)."""
+    try:
+        store = StoreFactory.from_spec(spec).make(namespace)
+        ready.put(worker)
+        if not go.wait(60):
+            results.put((worker, None, "the parent never gave the start signal"))
+            return
+        log = write_loop(store, task_id, worker, saves)
+        store.close()
+        results.put((worker, log, None))
+    except BaseException:
+        results.put((worker, None, traceback.format_exc()))
+
+
+def run_process_writers(
+    factory: StoreFactory,
+    namespace: str,
+    task_id: str,
+    *,
+    processes: int,
+    saves: int,
+    timeout: float,
+) -> list[WriterLog]:
+    """``processes`` child processes, each with its own store instance in ``namespace``."""
+    mp = multiprocessing.get_context("spawn")
+    ready, results = mp.Queue(), mp.Queue()
+    go = mp.Event()
+    children = [
+        mp.Process(
+            target=_process_writer,
+            args=(factory.spec, namespace, task_id, i, saves, ready, go, results),
+            daemon=True,
+        )
+        for i in range(processes)
+    ]
+    for child in children:
+        child.start()
+    deadline = time.monotonic() + timeout
+    logs: dict[int, WriterLog] = {}
+    failures: list[str] = []
+    try:
+        started = 0
+        while started < processes:
+            try:
+                ready.get(timeout=max(0.1, deadline - time.monotonic()))
+                started += 1
+            except queue_module.Empty:
+                # A child that failed before it was ready reports on ``results``.
+                if time.monotonic() > deadline or not results.empty():
+                    break
+        go.set()
+        while len(logs) + len(failures) < processes:
+            try:
+                worker, log, error = results.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue_module.Empty:
+                if time.monotonic() > deadline:
+                    break
+                continue
+            if error is not None:
+                failures.append(f"writer process {worker}:\n{error}")
+            else:
+                logs[worker] = log
+    finally:
+        for child in children:
+            child.join(max(0.1, deadline - time.monotonic()))
+            if child.is_alive():
+                child.kill()
+                child.join(5)
+    if failures:
+        raise RuntimeError("a writer process failed:\n" + "\n".join(failures))
+    if len(logs) < processes:
+        raise TimeoutError(f"writer processes did not finish within {timeout:.0f}s")
+    return [logs[i] for i in sorted(logs)]

@@ -1,0 +1,700 @@
+"""The contracts a checkpoint store must keep, each a named and documented check.
+
+Required contracts are what the reference agent and the harness rely on; a store that
+breaks one can lose or corrupt an agent's state. Optional contracts are checked when
+the store declares them (``info()`` or ``certify_capabilities``).
+
+Each check takes a :class:`~.context.CertifyContext`, returns a short note when the
+contract holds and raises :class:`~.context.ContractFailed`,
+:class:`~.context.NotCheckable` or :class:`~.context.NotApplicable` otherwise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import strategies as st
+from hypothesis.reporting import with_reporter
+from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, rule
+
+from stores import (
+    SCHEMA_VERSION,
+    Checkpoint,
+    CheckpointStatus,
+    CheckpointStore,
+    ConflictError,
+    CorruptCheckpointError,
+    UnsupportedSchemaVersionError,
+)
+
+from .comparison import first_difference
+from .concurrency import judge_history, run_process_writers, run_thread_writers
+from .context import CertifyContext, ContractFailed, NotApplicable, NotCheckable
+from .crash import KillExperiment, run_kill_experiment
+from .factory import new_namespace
+from .generators import checkpoints, deep_value, every_block_type_messages
+from .restart import check_durable_restart
+
+__all__ = ["CONTRACTS", "Contract", "contract_by_id"]
+
+
+@dataclass(frozen=True)
+class Contract:
+    """One named check. ``why`` is what breaks in an agent when a store breaks it."""
+
+    id: str
+    title: str
+    required: bool
+    why: str
+    check: Callable[[CertifyContext], str]
+
+
+# -- shared pieces -------------------------------------------------------------------------
+
+
+def _content(checkpoint: Checkpoint) -> dict[str, Any]:
+    """Everything a save must keep, as JSON data (``version``/``updated_at`` are the store's)."""
+    return checkpoint.model_dump(mode="json", exclude={"version", "updated_at"})
+
+
+def _expect_same(expected: Checkpoint, loaded: Checkpoint | None, what: str) -> None:
+    if loaded is None:
+        raise ContractFailed(f"{what}: load returned None for a saved checkpoint")
+    difference = first_difference(_content(expected), _content(loaded))
+    if difference:
+        raise ContractFailed(f"{what}: the loaded checkpoint differs from the saved one", difference)
+    if loaded.version != expected.version:
+        raise ContractFailed(
+            f"{what}: saved as version {expected.version}, loaded as version {loaded.version}"
+        )
+
+
+def _hypothesis_settings(ctx: CertifyContext, **extra: Any) -> settings:
+    return settings(
+        max_examples=ctx.budget.examples,
+        deadline=None,
+        database=None,
+        print_blob=True,
+        suppress_health_check=list(HealthCheck),
+        **extra,
+    )
+
+
+@contextlib.contextmanager
+def _hypothesis_failures(ctx: CertifyContext, contract_id: str) -> Iterator[None]:
+    """Turn a Hypothesis failure into a ContractFailed with its falsifying example."""
+    lines: list[str] = []
+
+    def report(value: object) -> None:
+        lines.append(str(value))
+
+    try:
+        with with_reporter(report):
+            yield
+    except ContractFailed as exc:
+        notes = [*lines, *getattr(exc, "__notes__", [])]
+        raise ContractFailed(
+            exc.summary,
+            "\n".join([exc.details, *notes]).strip(),
+            ctx.reproduce(contract_id),
+        ) from None
+    except Exception as exc:
+        # Several distinct failures come as an exception group: report the first.
+        first: BaseException = exc
+        while getattr(first, "exceptions", None):
+            first = first.exceptions[0]  # type: ignore[attr-defined]
+        if isinstance(first, ContractFailed):
+            summary, details = first.summary, first.details
+        else:
+            summary, details = f"{type(first).__name__}: {first}", ""
+        notes = [details, *lines, *getattr(first, "__notes__", [])]
+        raise ContractFailed(
+            summary, "\n".join(notes).strip(), ctx.reproduce(contract_id)
+        ) from None
+
+
+def _needs_shared(ctx: CertifyContext) -> None:
+    if not _shared_instances(ctx):
+        raise NotApplicable(
+            "two instances from the factory with the same namespace do not share data "
+            "(an in-process store): there is no other instance or process to race or crash"
+        )
+
+
+def _shared_instances(ctx: CertifyContext) -> bool:
+    def probe() -> bool:
+        namespace = new_namespace()
+        first, second = ctx.new_store(namespace), ctx.new_store(namespace)
+        task_id = ctx.task_id("probe")
+        first.save(Checkpoint(task_id=task_id, goal="probe"))
+        try:
+            return second.load(task_id) is not None
+        finally:
+            first.delete(task_id)
+
+    return ctx.memo("shared", probe)
+
+
+# -- required ------------------------------------------------------------------------------
+
+
+def check_round_trip(ctx: CertifyContext) -> str:
+    store = ctx.new_store()
+
+    @seed(ctx.seed)
+    @_hypothesis_settings(ctx)
+    @given(st.data())
+    def round_trip(data: st.DataObject) -> None:
+        task_id = ctx.task_id("rt")
+        checkpoint = data.draw(checkpoints(task_id), label="checkpoint")
+        saved = store.save(checkpoint)
+        if saved.version != 1:
+            raise ContractFailed(f"a first save returned version {saved.version}, not 1")
+        difference = first_difference(_content(checkpoint), _content(saved))
+        if difference:
+            raise ContractFailed("save returned something other than what it was given", difference)
+        _expect_same(saved, store.load(task_id), "round trip")
+
+    with _hypothesis_failures(ctx, "round_trip"):
+        round_trip()
+
+    fixed = {
+        "every content block type": every_block_type_messages(),
+        "nesting 200 levels deep": [{"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_deep", "content": "x"}
+        ], "extra": deep_value(200)}],
+        f"{ctx.budget.big_history} messages": [
+            {"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i} ✓ " * 8}
+            for i in range(ctx.budget.big_history)
+        ],
+    }
+    for what, messages in fixed.items():
+        task_id = ctx.task_id("rt-fixed")
+        saved = store.save(Checkpoint(task_id=task_id, goal=what, messages=messages))
+        _expect_same(saved, store.load(task_id), what)
+
+    _check_lone_surrogates(ctx, store)
+    return (
+        f"{ctx.budget.examples} generated checkpoints, every block type, deep nesting, "
+        f"{ctx.budget.big_history} messages; lone surrogates refused with ValueError"
+    )
+
+
+def _check_lone_surrogates(ctx: CertifyContext, store: CheckpointStore) -> None:
+    bad_messages = [{"role": "user", "content": "half an emoji: \ud83d end"}]
+    task_id = ctx.task_id("surrogate")
+    for version, label in ((0, "a new checkpoint"), (1, "an update")):
+        if version:
+            good = store.save(Checkpoint(task_id=task_id, goal="good"))
+        attempt = Checkpoint(task_id=task_id, goal="bad", messages=bad_messages, version=version)
+        try:
+            store.save(attempt)
+        except ValueError:
+            pass
+        except Exception as exc:
+            raise ContractFailed(
+                f"saving {label} with a lone surrogate raised {type(exc).__name__}, not the "
+                f"codec's ValueError: {exc}"
+            ) from None
+        else:
+            raise ContractFailed(
+                f"saving {label} holding a lone surrogate (invalid UTF-8) succeeded: it must "
+                "raise ValueError and store nothing, since what it stored cannot be the string "
+                "it was given"
+            )
+        loaded = store.load(task_id)
+        if version == 0 and loaded is not None:
+            raise ContractFailed("a refused save (lone surrogate) still created the checkpoint")
+        if version:
+            _expect_same(good, loaded, "after a refused save (lone surrogate)")
+
+
+def check_compare_and_set(ctx: CertifyContext) -> str:
+    store = ctx.new_store()
+    task_id = ctx.task_id("cas")
+    first = store.save(Checkpoint(task_id=task_id, goal="first"))
+    if first.version != 1:
+        raise ContractFailed(f"creating a checkpoint returned version {first.version}, not 1")
+
+    def refused(attempt: Checkpoint, what: str, keeps: Checkpoint | None) -> None:
+        try:
+            store.save(attempt)
+        except ConflictError:
+            pass
+        else:
+            raise ContractFailed(
+                f"{what} succeeded: it must raise ConflictError (another writer saved first)"
+            )
+        loaded = store.load(attempt.task_id)
+        if keeps is None:
+            if loaded is not None:
+                raise ContractFailed(f"{what} conflicted but still created a checkpoint")
+        else:
+            _expect_same(keeps, loaded, f"{what} conflicted but changed the stored checkpoint")
+
+    refused(Checkpoint(task_id=task_id, goal="again"), "creating (version 0) an existing checkpoint", first)
+    second = store.save(first.model_copy(update={"goal": "second"}))
+    if second.version != 2:
+        raise ContractFailed(f"a save from version 1 returned version {second.version}, not 2")
+    refused(first.model_copy(update={"goal": "stale"}), "a save from stale version 1", second)
+    refused(second.model_copy(update={"goal": "ahead", "version": 7}), "a save from version 7", second)
+    absent = ctx.task_id("cas-absent")
+    refused(Checkpoint(task_id=absent, goal="x", version=3), "a save from version 3 of a missing task", None)
+    store.delete(task_id)
+    refused(second.model_copy(update={"goal": "after delete"}), "a save from version 2 after delete", None)
+    again = store.save(Checkpoint(task_id=task_id, goal="recreated"))
+    if again.version != 1:
+        raise ContractFailed(f"re-creating a deleted checkpoint returned version {again.version}")
+    return "stale, future and create-on-existing saves conflict and change nothing"
+
+
+def check_model_based(ctx: CertifyContext) -> str:
+    store = ctx.new_store()
+    small_text = st.text("abcdeé😀 ", max_size=6)
+    names = st.sampled_from(["a", "b", "c"])
+    statuses = st.sampled_from(["running", "completed", "failed"])
+    metadata = st.fixed_dictionaries({"user": st.sampled_from(["u1", "u2"])}, optional={"n": st.integers(0, 3)})
+
+    class StoreMachine(RuleBasedStateMachine):
+        """The store against a dict of what it should hold."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.prefix = ctx.task_id("sm")
+            self.model: dict[str, Checkpoint] = {}
+
+        def _task(self, name: str) -> str:
+            return f"{self.prefix}-{name}"
+
+        @rule(name=names, goal=small_text, status=statuses, meta=metadata, grow=st.booleans(),
+              stale=st.sampled_from(["current", "current", "zero", "behind", "ahead"]))
+        def save(self, name: str, goal: str, status: Any, meta: dict[str, Any], grow: bool,
+                 stale: str) -> None:
+            task_id = self._task(name)
+            known = self.model.get(task_id)
+            current = known.version if known else 0
+            version = {"current": current, "zero": 0, "behind": max(current - 1, 0),
+                       "ahead": current + 1}[stale]
+            history = list(known.messages) if known and grow else [{"role": "user", "content": "start"}]
+            history.append({"role": "assistant", "content": f"{goal} #{len(history)}"})
+            attempt = Checkpoint(task_id=task_id, goal=goal, status=status, metadata=meta,
+                                 messages=history, version=version)
+            try:
+                saved = store.save(attempt)
+            except ConflictError:
+                if version == current:
+                    raise ContractFailed(
+                        f"save of {task_id} from version {version} conflicted, but the stored "
+                        f"version is {current}"
+                    ) from None
+                return
+            if version != current:
+                raise ContractFailed(
+                    f"save of {task_id} from version {version} succeeded, but the stored "
+                    f"version was {current}"
+                )
+            if saved.version != current + 1:
+                raise ContractFailed(f"save returned version {saved.version}, not {current + 1}")
+            self.model[task_id] = saved
+
+        @rule(name=names)
+        def load(self, name: str) -> None:
+            task_id = self._task(name)
+            loaded = store.load(task_id)
+            expected = self.model.get(task_id)
+            if expected is None:
+                if loaded is not None:
+                    raise ContractFailed(f"load of {task_id} returned a checkpoint; none should exist")
+                return
+            _expect_same(expected, loaded, f"load of {task_id}")
+
+        @rule(name=names)
+        def delete(self, name: str) -> None:
+            task_id = self._task(name)
+            store.delete(task_id)
+            self.model.pop(task_id, None)
+
+        @rule(status=st.one_of(st.none(), statuses),
+              meta=st.one_of(st.none(), st.just({}), metadata))
+        def list_checkpoints(self, status: Any, meta: dict[str, Any] | None) -> None:
+            got = [
+                (s.task_id, s.version, s.status)
+                for s in store.list_checkpoints(status=status, metadata=meta)
+                if s.task_id.startswith(self.prefix + "-")
+            ]
+            want = [
+                (c.task_id, c.version, c.status)
+                for task_id, c in sorted(self.model.items())
+                if (status is None or c.status == status)
+                and all(k in c.metadata and c.metadata[k] == v for k, v in (meta or {}).items())
+            ]
+            if got != want:
+                raise ContractFailed(
+                    f"list_checkpoints(status={status!r}, metadata={meta!r}) returned {got}, "
+                    f"expected {want}"
+                )
+
+    test = get_state_machine_test(
+        StoreMachine,
+        settings=_hypothesis_settings(ctx, stateful_step_count=ctx.budget.state_machine_steps),
+    )
+    with _hypothesis_failures(ctx, "model_based"):
+        seed(ctx.seed)(test)()
+    return (
+        f"{ctx.budget.examples} programs of up to {ctx.budget.state_machine_steps} "
+        "load/save/delete/list steps agree with the reference model"
+    )
+
+
+def _lost_update_verdict(ctx: CertifyContext, contract_id: str, initial: Checkpoint,
+                         logs: list[Any], store: CheckpointStore, how: str) -> str:
+    final = store.load(initial.task_id)
+    problems = judge_history(initial, logs, final)
+    successes = sum(len(log.successes) for log in logs)
+    conflicts = sum(log.conflicts for log in logs)
+    if problems:
+        errors = [e for log in logs for e in log.errors][:3]
+        raise ContractFailed(
+            problems[0],
+            "\n".join([*problems[1:], f"store errors seen: {errors}" if errors else ""]).strip(),
+            ctx.reproduce(contract_id),
+        )
+    return f"{how}: {successes} acknowledged saves, {conflicts} conflicts, no update lost"
+
+
+def check_concurrent_threads(ctx: CertifyContext) -> str:
+    store = ctx.new_store()
+    initial = store.save(Checkpoint(task_id=ctx.task_id("threads"), goal="race"))
+    budget = ctx.budget
+    logs = run_thread_writers(
+        store, initial.task_id, threads=budget.threads, saves=budget.saves_per_thread,
+        timeout=budget.contract_timeout / 2,
+    )
+    return _lost_update_verdict(ctx, "lost_update_threads", initial, logs, store,
+                                f"{budget.threads} threads on one instance")
+
+
+def check_concurrent_processes(ctx: CertifyContext) -> str:
+    _needs_shared(ctx)
+    namespace = new_namespace()
+    store = ctx.new_store(namespace)
+    initial = store.save(Checkpoint(task_id=ctx.task_id("procs"), goal="race"))
+    budget = ctx.budget
+    logs = run_process_writers(
+        ctx.factory, namespace, initial.task_id, processes=budget.processes,
+        saves=budget.saves_per_process, timeout=budget.contract_timeout / 2,
+    )
+    return _lost_update_verdict(ctx, "lost_update_processes", initial, logs, store,
+                                f"{budget.processes} processes, one instance each")
+
+
+def _kills(ctx: CertifyContext) -> KillExperiment:
+    _needs_shared(ctx)
+    return ctx.memo("kills", lambda: run_kill_experiment(ctx))
+
+
+def check_atomic_under_kill(ctx: CertifyContext) -> str:
+    experiment = _kills(ctx)
+    for kill in experiment.rounds:
+        where = f"writer killed {kill.delay * 1000:.0f} ms after its first save ({kill.task_id})"
+        if kill.load_error:
+            raise ContractFailed(
+                f"after a {where}, the checkpoint no longer loads: {kill.load_error}",
+                reproduce=ctx.reproduce("atomic_under_kill"),
+            )
+        if kill.mix:
+            raise ContractFailed(
+                f"after a {where}, the loaded checkpoint mixes two saves", kill.mix,
+                ctx.reproduce("atomic_under_kill"),
+            )
+    return f"{len(experiment.rounds)} SIGKILLs mid-save: every load was one whole save"
+
+
+def check_acknowledged_survive_kill(ctx: CertifyContext) -> str:
+    experiment = _kills(ctx)
+    for kill in experiment.rounds:
+        if kill.load_error:
+            continue  # judged by atomic_under_kill
+        if kill.loaded_version is None or kill.loaded_version < kill.last_ack:
+            found = "nothing" if kill.loaded_version is None else f"version {kill.loaded_version}"
+            raise ContractFailed(
+                f"version {kill.last_ack} was acknowledged to the writer, but after SIGKILL "
+                f"the store holds {found}: the save was acknowledged before it was durable",
+                f"task {kill.task_id}, killed {kill.delay * 1000:.0f} ms after its first save",
+                ctx.reproduce("acknowledged_survive_kill"),
+            )
+    return f"{len(experiment.rounds)} SIGKILLs: every acknowledged save was there afterwards"
+
+
+def check_fresh_reads(ctx: CertifyContext) -> str:
+    _needs_shared(ctx)
+    namespace = new_namespace()
+    first, second = ctx.new_store(namespace), ctx.new_store(namespace)
+    task_id = ctx.task_id("fresh")
+    one = first.save(Checkpoint(task_id=task_id, goal="one"))
+    _expect_same(one, second.load(task_id), "a second instance reading a save")
+    two = first.save(one.model_copy(update={"goal": "two"}))
+    _expect_same(two, second.load(task_id), "a second instance reading a later save (stale read)")
+    three = second.save(two.model_copy(update={"goal": "three"}))
+    _expect_same(three, first.load(task_id), "the first instance reading the second's save")
+    first.delete(task_id)
+    if second.load(task_id) is not None:
+        raise ContractFailed("after one instance deleted the task, another still loads it")
+    return "saves and deletes by one instance are seen by the next load of another"
+
+
+def check_corruption_reported(ctx: CertifyContext) -> str:
+    store = ctx.new_store()
+    hooks = ctx.hooks(store)
+    if hooks.corrupt is None:
+        raise NotCheckable(
+            "the store offers no certify_corrupt(task_id) hook to damage its stored bytes"
+        )
+    task_id = ctx.task_id("corrupt")
+    store.save(Checkpoint(task_id=task_id, goal="to be damaged", messages=[{"role": "user", "content": "hi"}]))
+    hooks.corrupt(task_id)
+    try:
+        loaded = store.load(task_id)
+    except CorruptCheckpointError:
+        pass
+    except Exception as exc:
+        raise ContractFailed(
+            f"loading damaged data raised {type(exc).__name__}, not CorruptCheckpointError: {exc}"
+        ) from None
+    else:
+        what = "None (as if there were no checkpoint)" if loaded is None else "a checkpoint"
+        raise ContractFailed(
+            f"loading damaged data returned {what}: it must raise CorruptCheckpointError, or "
+            "the agent silently restarts from zero"
+        )
+    return "damaged data raises CorruptCheckpointError"
+
+
+def check_newer_schema_refused(ctx: CertifyContext) -> str:
+    store = ctx.new_store()
+    hooks = ctx.hooks(store)
+    if hooks.bump_schema is None:
+        raise NotCheckable(
+            "the store offers no certify_bump_schema(task_id) hook to write a newer schema version"
+        )
+    task_id = ctx.task_id("schema")
+    store.save(Checkpoint(task_id=task_id, goal="from the future"))
+    hooks.bump_schema(task_id)
+    try:
+        loaded = store.load(task_id)
+    except UnsupportedSchemaVersionError:
+        return f"schema_version {SCHEMA_VERSION + 1} raises UnsupportedSchemaVersionError"
+    except Exception as exc:
+        raise ContractFailed(
+            f"loading schema_version {SCHEMA_VERSION + 1} raised {type(exc).__name__}, not "
+            f"UnsupportedSchemaVersionError: {exc}"
+        ) from None
+    what = "None" if loaded is None else f"a checkpoint (schema_version {loaded.schema_version})"
+    raise ContractFailed(
+        f"loading a checkpoint written with schema_version {SCHEMA_VERSION + 1} returned {what}: "
+        "it must be refused, since this code cannot know what the newer fields mean"
+    )
+
+
+def check_no_aliasing(ctx: CertifyContext) -> str:
+    store = ctx.new_store()
+    task_id = ctx.task_id("alias")
+    original = Checkpoint(task_id=task_id, goal="g", messages=[{"role": "user", "content": "hi"}],
+                          metadata={"user": "u1"}, artifacts={"list": [1]})
+    snapshot = original.model_copy(deep=True)
+    saved = store.save(original)
+    expected = snapshot.model_copy(update={"version": saved.version})
+
+    def scribble(checkpoint: Checkpoint, tag: str) -> None:
+        checkpoint.messages.append({"role": "assistant", "content": tag})
+        checkpoint.messages[0]["content"] = tag
+        checkpoint.metadata["user"] = tag
+        checkpoint.artifacts["list"].append(tag)
+        checkpoint.completed_tasks.append(tag)
+
+    scribble(original, "mutated the object passed to save")
+    _expect_same(expected, store.load(task_id), "after mutating the object passed to save")
+    scribble(saved, "mutated the object save returned")
+    _expect_same(expected, store.load(task_id), "after mutating the object save returned")
+    loaded = store.load(task_id)
+    assert loaded is not None
+    scribble(loaded, "mutated a loaded object")
+    _expect_same(expected, store.load(task_id), "after mutating a loaded object")
+    return "objects passed to save, returned by save and returned by load share nothing"
+
+
+def check_delete(ctx: CertifyContext) -> str:
+    store = ctx.new_store()
+    task_id = ctx.task_id("delete")
+    try:
+        store.delete(task_id)
+    except Exception as exc:
+        raise ContractFailed(f"deleting a missing checkpoint raised {type(exc).__name__}: {exc}") from None
+    store.save(Checkpoint(task_id=task_id, goal="doomed", messages=[{"role": "user", "content": "x"}]))
+    store.delete(task_id)
+    if store.load(task_id) is not None:
+        raise ContractFailed("load returned a checkpoint after it was deleted")
+    try:
+        store.delete(task_id)
+    except Exception as exc:
+        raise ContractFailed(f"deleting twice raised {type(exc).__name__}: {exc}") from None
+    if any(s.task_id == task_id for s in store.list_checkpoints()):
+        raise ContractFailed("a deleted checkpoint is still listed")
+    again = store.save(Checkpoint(task_id=task_id, goal="reborn"))
+    loaded = store.load(task_id)
+    _expect_same(again, loaded, "a checkpoint re-created after delete")
+    if loaded is not None and loaded.messages:
+        raise ContractFailed("a re-created checkpoint still holds the deleted one's messages")
+    return "deleting missing, existing and deleted checkpoints works; re-creation starts clean"
+
+
+def check_listing(ctx: CertifyContext) -> str:
+    store = ctx.new_store()
+    prefix = ctx.task_id("list")
+    rows: list[tuple[str, CheckpointStatus, dict[str, Any]]] = [
+        ("b", "running", {"user": "u1", "team": "x"}),
+        ("a", "completed", {"user": "u1"}),
+        ("c", "failed", {"user": "u2", "team": "x"}),
+        ("d", "running", {"user": "u2", "n": 2**60}),
+    ]
+    saved = {}
+    for name, status, metadata in rows:
+        checkpoint = Checkpoint(task_id=f"{prefix}-{name}", status=status, metadata=metadata, iteration=3)
+        saved[name] = store.save(checkpoint)
+    saved["b"] = store.save(saved["b"].model_copy(update={"iteration": 4}))
+
+    def names(**filters: Any) -> list[str]:
+        return [
+            s.task_id.rsplit("-", 1)[1]
+            for s in store.list_checkpoints(**filters)
+            if s.task_id.startswith(prefix + "-")
+        ]
+
+    cases: list[tuple[dict[str, Any], list[str]]] = [
+        ({}, ["a", "b", "c", "d"]),
+        ({"status": "running"}, ["b", "d"]),
+        ({"metadata": {"user": "u1"}}, ["a", "b"]),
+        ({"metadata": {"team": "x"}}, ["b", "c"]),
+        ({"status": "running", "metadata": {"team": "x"}}, ["b"]),
+        ({"metadata": {"user": "u1", "team": "x"}}, ["b"]),
+        ({"metadata": {"n": 2**60}}, ["d"]),
+        ({"metadata": {"user": "nobody"}}, []),
+        ({"status": "completed", "metadata": {"user": "u2"}}, []),
+    ]
+    for filters, want in cases:
+        got = names(**filters)
+        if got != want:
+            raise ContractFailed(f"list_checkpoints({filters}) returned {got}, expected {want} (ordered by task_id)")
+    summaries = {s.task_id: s for s in store.list_checkpoints() if s.task_id.startswith(prefix + "-")}
+    b = summaries[f"{prefix}-b"]
+    if (b.version, b.iteration, b.status, b.metadata) != (2, 4, "running", {"user": "u1", "team": "x"}):
+        raise ContractFailed(f"the listing summary of task b is stale or wrong: {b}")
+    if not isinstance(b.updated_at, _dt.datetime):
+        raise ContractFailed("the listing summary has no updated_at")
+    return f"{len(cases)} status/metadata filters return the right tasks in task_id order"
+
+
+# -- optional ------------------------------------------------------------------------------
+
+
+def check_incremental(ctx: CertifyContext) -> str:
+    store = ctx.new_store()
+    hooks = ctx.hooks(store)
+    if "incremental" not in hooks.capabilities:
+        raise NotApplicable("the store does not declare incremental saves")
+    if hooks.bytes_written is None:
+        raise NotCheckable("the store declares incremental saves but exposes no bytes_written counter")
+    task_id = ctx.task_id("incr")
+    message = {"role": "user", "content": "m" * 200}
+    current = store.save(Checkpoint(task_id=task_id, messages=[message] * 10))
+    per_save: list[int] = []
+    for _ in range(ctx.budget.incremental_saves):
+        before = hooks.bytes_written()
+        current = store.save(current.model_copy(update={"messages": [*current.messages, message]}))
+        per_save.append(hooks.bytes_written() - before)
+    window = max(3, len(per_save) // 10)
+    early = sum(per_save[:window]) / window
+    late = sum(per_save[-window:]) / window
+    ctx.figures["incremental_bytes_per_save"] = {"early": round(early), "late": round(late)}
+    if late > 2 * max(early, 1):
+        raise ContractFailed(
+            f"bytes written per save grow with the history: {early:.0f} B per save at 10 "
+            f"messages, {late:.0f} B at {10 + len(per_save)} (a whole rewrite each time)"
+        )
+    return f"{early:.0f} B per one-message save at 10 messages, {late:.0f} B at {10 + len(per_save)}"
+
+
+def check_ttl(ctx: CertifyContext) -> str:
+    store = ctx.new_store()
+    if "ttl" not in ctx.hooks(store).capabilities:
+        raise NotApplicable("the store does not declare time-to-live/retention")
+    raise NotCheckable("time-to-live is declared; the suite has no generic way to wait it out")
+
+
+CONTRACTS: tuple[Contract, ...] = (
+    Contract("round_trip", "Round-trip fidelity", True,
+             "An agent resumes from exactly what it saved: unicode, emoji, big integers, deep "
+             "tool inputs and every content block type come back unchanged (a thinking block "
+             "altered by one byte is rejected by the API). Lone surrogates are refused at save "
+             "with ValueError, storing nothing.", check_round_trip),
+    Contract("compare_and_set", "Compare-and-set", True,
+             "The version is the fencing token that stops two resumers from erasing each "
+             "other: a stale save must conflict and change nothing; version 0 creates only.",
+             check_compare_and_set),
+    Contract("model_based", "Model-based (state machine)", True,
+             "Random programs of load/save/delete/list agree with a reference model at every "
+             "step, catching bugs no hand-written sequence thought of.", check_model_based),
+    Contract("lost_update_threads", "No lost update (threads)", True,
+             "Threads sharing one instance race load-modify-save: every acknowledged save "
+             "is in the final history, no two succeed from the same version.",
+             check_concurrent_threads),
+    Contract("lost_update_processes", "No lost update (processes)", True,
+             "Separate processes with their own instances race: the same history checks.",
+             check_concurrent_processes),
+    Contract("atomic_under_kill", "Atomic under SIGKILL", True,
+             "A writer killed mid-save leaves the old checkpoint or the new one, whole: never a "
+             "mix of the two, never one that fails to load.", check_atomic_under_kill),
+    Contract("acknowledged_survive_kill", "Acknowledged saves survive a crash", True,
+             "Once save returns, the agent acts on it (it sends the e-mail): a save "
+             "acknowledged and then lost to a crash means the action is repeated.",
+             check_acknowledged_survive_kill),
+    Contract("fresh_reads", "No stale reads across instances", True,
+             "A worker resuming a task must see the latest save by any other instance, not a "
+             "cached copy.", check_fresh_reads),
+    Contract("corruption_reported", "Corruption reported", True,
+             "Damaged data raises CorruptCheckpointError; returning None would restart the "
+             "task from zero and repeat its actions.", check_corruption_reported),
+    Contract("newer_schema_refused", "Newer schema refused", True,
+             "A checkpoint written by newer code is refused, not half-read.",
+             check_newer_schema_refused),
+    Contract("no_aliasing", "No aliasing", True,
+             "Objects handed to save, returned by save or by load share nothing with stored "
+             "state: mutating them changes nothing stored.", check_no_aliasing),
+    Contract("delete_idempotent", "Delete is idempotent", True,
+             "Deleting a missing or deleted checkpoint is not an error; a re-created one "
+             "starts clean.", check_delete),
+    Contract("listing", "Listing filters", True,
+             "Listing by status and metadata (workers picking up orphans) returns exactly the "
+             "matching tasks, ordered by task_id, with current summaries.", check_listing),
+    Contract("incremental", "Incremental saves", False,
+             "Declared by info().incremental: a one-message save writes about one message, "
+             "so bytes over a run grow linearly, not quadratically.", check_incremental),
+    Contract("durable_restart", "Durable across a server restart", False,
+             "Declared by info().durable: acknowledged saves survive a restart of the server "
+             "(a private one the suite starts) and a reconnect.", check_durable_restart),
+    Contract("ttl", "Time-to-live / retention", False,
+             "Declared in certify_capabilities: expired checkpoints go away.", check_ttl),
+)
+
+
+def contract_by_id(contract_id: str) -> Contract:
+    """The contract named ``contract_id`` (``KeyError`` listing the names otherwise)."""
+    for contract in CONTRACTS:
+        if contract.id == contract_id:
+            return contract
+    raise KeyError(f"no contract {contract_id!r}; contracts: {', '.join(c.id for c in CONTRACTS)}")

@@ -1,0 +1,143 @@
+"""SIGKILL a writer process at random moments and look at what it left behind.
+
+A child process saves generation after generation of :func:`generation_checkpoint`
+and acknowledges each save on a pipe as soon as ``save`` returns. The parent kills it
+after a random delay drawn from the run's seed, then loads the task from an instance of
+its own. Two contracts judge the same rounds:
+
+* atomicity: the load does not fail, and what it returns is exactly the checkpoint of
+  the generation its head claims (a mix of two saves differs from every generation);
+* acknowledged saves survive: the loaded version is at least the last acknowledged one.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import random
+import signal
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+from stores import Checkpoint
+
+from .comparison import first_difference
+from .context import CertifyContext
+from .factory import StoreFactory, new_namespace
+from .generators import generation_checkpoint, generation_of
+
+__all__ = ["KillExperiment", "KillRound", "run_kill_experiment"]
+
+#: The writer stops by itself after this many generations (bounded loop).
+MAX_GENERATIONS = 2000
+
+
+@dataclass(frozen=True)
+class KillRound:
+    """One kill: what was acknowledged, and what a fresh instance loaded afterwards."""
+
+    task_id: str
+    delay: float
+    last_ack: int
+    loaded_version: int | None
+    load_error: str | None
+    mix: str | None
+    finished_before_kill: bool
+
+
+@dataclass(frozen=True)
+class KillExperiment:
+    """All rounds of one run."""
+
+    rounds: tuple[KillRound, ...]
+
+
+def _crash_writer(spec: str, namespace: str, task_id: str, conn: Any) -> None:
+    """Child-process entry point: save generations, acknowledge each, until killed."""
+    try:
+        store = StoreFactory.from_spec(spec).make(namespace)
+        for generation in range(1, MAX_GENERATIONS + 1):
+            store.save(generation_checkpoint(task_id, generation, version=generation - 1))
+            conn.send(("ack", generation))
+        conn.send(("done", MAX_GENERATIONS))
+    except BaseException:
+        conn.send(("error", traceback.format_exc()))
+
+
+def _judge_mix(loaded: Checkpoint) -> str | None:
+    generation = generation_of(loaded)
+    if generation < 1 or generation > MAX_GENERATIONS:
+        return f"the loaded head claims generation {generation}, which was never saved"
+    expected = generation_checkpoint(loaded.task_id, generation, version=generation)
+    for name in ("goal", "metadata", "artifacts", "messages"):
+        difference = first_difference(getattr(expected, name), getattr(loaded, name), name)
+        if difference:
+            return f"the head says generation {generation}, but {difference}"
+    if loaded.version != generation:
+        return f"generation {generation} was saved as version {generation}, loaded as {loaded.version}"
+    return None
+
+
+def run_kill_experiment(ctx: CertifyContext) -> KillExperiment:
+    """``ctx.budget.kill_rounds`` kills of a writer process, each on a task of its own."""
+    mp = multiprocessing.get_context("spawn")
+    rng = random.Random(ctx.seed)
+    namespace = new_namespace()
+    reader = ctx.new_store(namespace)
+    rounds: list[KillRound] = []
+    for _ in range(ctx.budget.kill_rounds):
+        task_id = ctx.task_id("kill")
+        receiver, sender = mp.Pipe(duplex=False)
+        child = mp.Process(
+            target=_crash_writer, args=(ctx.factory.spec, namespace, task_id, sender), daemon=True
+        )
+        child.start()
+        sender.close()
+        last_ack, finished, delay = 0, False, 0.0
+        try:
+            if not receiver.poll(60):
+                raise TimeoutError("the writer process acknowledged no save within 60s")
+            kind, value = receiver.recv()
+            if kind == "error":
+                raise RuntimeError(f"the writer process failed before its first save:\n{value}")
+            last_ack = value
+            # Let it run a little so the kill lands anywhere in a save, appends and
+            # rewrites alike; the delay comes from the seed so a round can be replayed.
+            delay = rng.uniform(0.0, 0.25)
+            time.sleep(delay)
+            if child.pid is not None:
+                os.kill(child.pid, signal.SIGKILL)
+            child.join(10)
+            while receiver.poll(0):
+                try:
+                    kind, value = receiver.recv()
+                except (EOFError, OSError, ValueError):
+                    break  # the message being written when the kill landed
+                if kind == "ack":
+                    last_ack = value
+                elif kind == "done":
+                    finished = True
+                elif kind == "error":
+                    raise RuntimeError(f"the writer process failed:\n{value}")
+        finally:
+            if child.is_alive():
+                child.kill()
+                child.join(5)
+            receiver.close()
+        loaded_version: int | None = None
+        load_error: str | None = None
+        mix: str | None = None
+        try:
+            loaded = reader.load(task_id)
+        except Exception as exc:
+            load_error = f"{type(exc).__name__}: {exc}"
+        else:
+            if loaded is not None:
+                loaded_version = loaded.version
+                mix = _judge_mix(loaded)
+        rounds.append(
+            KillRound(task_id, round(delay, 4), last_ack, loaded_version, load_error, mix, finished)
+        )
+    return KillExperiment(tuple(rounds))

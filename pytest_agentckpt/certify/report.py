@@ -1,0 +1,136 @@
+"""Render a :class:`~.runner.CertificationReport`: terminal table, JSON, Markdown."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from typing import Any
+
+from .runner import CertificationReport, ContractResult, Outcome
+
+__all__ = ["to_json", "to_markdown", "to_text"]
+
+_MARKS = {
+    Outcome.PASSED: "PASS",
+    Outcome.FAILED: "FAIL",
+    Outcome.ERROR: "ERROR",
+    Outcome.NOT_CHECKABLE: "NOT CHECKABLE",
+    Outcome.NOT_APPLICABLE: "n/a",
+}
+
+
+def _verdict(report: CertificationReport) -> str:
+    failed = [r.contract for r in report.results if r.blocking]
+    unchecked = [r.contract for r in report.results
+                 if r.required and r.outcome is Outcome.NOT_CHECKABLE]
+    if failed:
+        return f"NOT CERTIFIED: required contracts failed: {', '.join(failed)}"
+    if unchecked:
+        return ("CERTIFIED, with required contracts not checkable (add the hooks): "
+                + ", ".join(unchecked))
+    return "CERTIFIED: every required contract passed"
+
+
+def _latency_rows(report: CertificationReport) -> list[dict[str, Any]]:
+    rows = report.figures.get("latency", [])
+    return rows if isinstance(rows, list) else []
+
+
+def _bytes(value: Any) -> str:
+    return "-" if value is None else f"{value:,}"
+
+
+def to_text(report: CertificationReport, *, width: int = 100) -> str:
+    """The table printed at the end of ``agentckpt certify``."""
+    lines = [
+        f"agentckpt certify {report.factory}  ({report.backend}: {report.store_url})",
+        f"seed {report.seed}{'  --quick' if report.quick else ''}  {report.seconds:.1f}s",
+        "",
+    ]
+    name_width = max(len(r.contract) for r in report.results) if report.results else 10
+    header = f"{'contract':<{name_width}}  {'req':<3}  {'result':<13}  summary"
+    lines += [header, "-" * min(width, max(len(header), 60))]
+    summary_width = max(30, width - name_width - 24)
+    for r in report.results:
+        summary = textwrap.shorten(r.summary, summary_width, placeholder="…")
+        lines.append(
+            f"{r.contract:<{name_width}}  {'yes' if r.required else 'opt':<3}  "
+            f"{_MARKS[r.outcome]:<13}  {summary}"
+        )
+    failures = [r for r in report.results if r.outcome in (Outcome.FAILED, Outcome.ERROR)]
+    for r in failures:
+        lines += ["", f"{_MARKS[r.outcome]} {r.contract}: {r.summary}"]
+        if r.details:
+            details = r.details if len(r.details) < 4000 else r.details[:4000] + "\n…"
+            lines += ["    " + line for line in details.splitlines()]
+        if r.reproduce:
+            lines.append(f"    reproduce: {r.reproduce}")
+    rows = _latency_rows(report)
+    if rows:
+        lines += ["", f"figures (ms, {report.figures.get('repeats')} saves/loads per size; "
+                      "a save appends one message)",
+                  f"{'messages':>8}  {'save p50':>9}  {'save p99':>9}  {'load p50':>9}  "
+                  f"{'load p99':>9}  {'bytes/save':>10}  {'history B':>10}"]
+        for row in rows:
+            lines.append(
+                f"{row['messages']:>8}  {row['save_p50_ms']:>9.2f}  {row['save_p99_ms']:>9.2f}  "
+                f"{row['load_p50_ms']:>9.2f}  {row['load_p99_ms']:>9.2f}  "
+                f"{_bytes(row['bytes_per_save']):>10}  {_bytes(row['history_bytes']):>10}"
+            )
+    if "error" in report.figures:
+        lines += ["", f"figures could not be measured: {report.figures['error']}"]
+    lines += ["", _verdict(report)]
+    return "\n".join(lines)
+
+
+def to_json(report: CertificationReport) -> str:
+    """The whole report as JSON."""
+    return json.dumps(report.as_dict(), indent=2, ensure_ascii=False)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _markdown_result(r: ContractResult) -> str:
+    return (f"| `{r.contract}` | {'required' if r.required else 'optional'} | "
+            f"{_MARKS[r.outcome]} | {_cell(r.summary)} |")
+
+
+def to_markdown(report: CertificationReport) -> str:
+    """The report as a Markdown page (for CI artifacts and pull-request comments)."""
+    lines = [
+        f"# Store certification: `{report.factory}`",
+        "",
+        f"**{_verdict(report)}**",
+        "",
+        f"Backend `{report.backend}` ({report.store_url}), seed `{report.seed}`"
+        f"{', quick run' if report.quick else ''}, {report.seconds:.1f}s.",
+        "",
+        "| contract | kind | result | summary |",
+        "|---|---|---|---|",
+        *[_markdown_result(r) for r in report.results],
+    ]
+    failures = [r for r in report.results if r.outcome in (Outcome.FAILED, Outcome.ERROR)]
+    if failures:
+        lines += ["", "## Failures"]
+        for r in failures:
+            lines += ["", f"### `{r.contract}`: {r.summary}", ""]
+            if r.details:
+                lines += ["```text", r.details[:4000], "```", ""]
+            if r.reproduce:
+                lines += [f"Reproduce: `{r.reproduce}`"]
+    rows = _latency_rows(report)
+    if rows:
+        lines += ["", "## Figures", "",
+                  "Latency in milliseconds; each save appends one message to a history of the "
+                  "given size.", "",
+                  "| messages | save p50 | save p99 | load p50 | load p99 | bytes/save | history bytes |",
+                  "|---:|---:|---:|---:|---:|---:|---:|"]
+        for row in rows:
+            lines.append(
+                f"| {row['messages']} | {row['save_p50_ms']:.2f} | {row['save_p99_ms']:.2f} | "
+                f"{row['load_p50_ms']:.2f} | {row['load_p99_ms']:.2f} | "
+                f"{_bytes(row['bytes_per_save'])} | {_bytes(row['history_bytes'])} |"
+            )
+    return "\n".join(lines) + "\n"
