@@ -1,0 +1,555 @@
+"""PostgreSQL store: psycopg 3 with a connection pool, CAS in one statement or transaction.
+
+Tables (``<prefix>`` is ``table_prefix``, default ``agentckpt_``, in ``schema``):
+
+- ``<prefix>checkpoints``: one row per task, the head (every field but ``messages``) as
+  ``bytea``, plus ``version``, ``lineage`` and ``message_count`` for CAS and incremental
+  saves, and ``status`` (text) and ``metadata`` (``jsonb``) so listings filter in SQL;
+- ``<prefix>messages``: one ``bytea`` row per entry of the history. Bodies are bytes, not
+  ``jsonb``: ``jsonb`` rejects ``\\u0000`` and normalises what it stores, and a stored
+  history must come back byte for byte;
+- ``<prefix>migrations``: the table-layout versions applied (idempotent migrations run
+  on first use under an advisory lock, so several processes may start at once).
+
+A save that only adds messages is one statement (update the head where version, lineage
+and message count are what the store last saw, and insert the new rows, in one
+data-modifying CTE): one round trip, one transaction. Anything else (a new task, a
+changed prefix, a history this store has not seen) is a short transaction that
+compare-and-sets the version and rewrites the history.
+
+psycopg is imported lazily, so ``import stores`` works without it.
+
+>>> store = PostgresStore.from_url("postgresql://postgres@127.0.0.1:5432/test")  # doctest: +SKIP
+>>> store.save(Checkpoint(task_id="t1")).version  # doctest: +SKIP
+1
+"""
+
+from __future__ import annotations
+
+import re
+import select
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode, urlsplit, urlunsplit
+
+from .checkpoint import Checkpoint, CheckpointStatus, CheckpointSummary, utcnow
+from .codec import decode_checkpoint, decode_summary, dumps, encode_head, encode_messages
+from .errors import (
+    ConflictError,
+    CorruptCheckpointError,
+    InvalidStoreURLError,
+    MissingDriverError,
+    StoreUnavailableError,
+)
+from .incremental import PrefixTracker, WritePlan
+from .protocol import StoreInfo, metadata_matches
+from .url import query_params, redact_url
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg import sql
+    from psycopg_pool import ConnectionPool
+
+__all__ = ["PostgresStore"]
+
+_IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]*$")
+
+#: Query parameters this store reads; every other one goes to libpq (sslmode, ...).
+_OWN_PARAMS = ("table_prefix", "schema", "pool_min_size", "pool_max_size", "pool_timeout")
+
+
+def _import_driver() -> tuple[Any, Any, Any]:
+    try:
+        import psycopg
+        from psycopg import sql
+        from psycopg_pool import ConnectionPool
+    except ImportError:
+        raise MissingDriverError("postgresql", "postgres", "psycopg") from None
+    return psycopg, sql, ConnectionPool
+
+
+def _check_identifier(kind: str, value: str) -> str:
+    if not _IDENTIFIER.match(value):
+        raise InvalidStoreURLError(
+            f"{kind} {value!r} is not allowed: use lower-case letters, digits and underscores, "
+            "starting with a letter or underscore (it becomes part of table names)"
+        )
+    if len(value) > 40:
+        raise InvalidStoreURLError(f"{kind} {value!r} is too long (at most 40 characters)")
+    return value
+
+
+class PostgresStore:
+    """A :class:`~stores.CheckpointStore` in PostgreSQL.
+
+    ``conninfo`` is a libpq URL or key/value string. ``connect_timeout`` bounds how long
+    an unreachable server can hold up :meth:`from_url` (and each new connection).
+
+    >>> store = PostgresStore(  # doctest: +SKIP
+    ...     "postgresql://app@db.internal:5432/agents", table_prefix="agentckpt_"
+    ... )
+    """
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        table_prefix: str = "agentckpt_",
+        schema: str = "public",
+        min_size: int = 1,
+        max_size: int = 4,
+        connect_timeout: float = 5.0,
+        pool_timeout: float = 10.0,
+        url: str | None = None,
+    ) -> None:
+        psycopg_mod, sql_mod, pool_cls = _import_driver()
+        self._psycopg = psycopg_mod
+        self._sql = sql_mod
+        self.url = redact_url(url or conninfo)
+        self.table_prefix = _check_identifier("table_prefix", table_prefix)
+        self.schema = _check_identifier("schema", schema)
+        if not 1 <= min_size <= max_size:
+            raise ValueError(f"need 1 <= min_size <= max_size, got {min_size} and {max_size}")
+        self._pool_timeout = pool_timeout
+        self._tracker = PrefixTracker()
+        self._queries = _Queries(sql_mod, schema, table_prefix)
+        kwargs: dict[str, Any] = {
+            "autocommit": True,
+            "connect_timeout": max(1, round(connect_timeout)),
+        }
+        # Connect once by hand first: a pool only says "timed out", libpq says why
+        # (refused, no such database, authentication failed).
+        try:
+            with psycopg_mod.connect(conninfo, **kwargs) as first:
+                self._migrate(first)
+        except psycopg_mod.OperationalError as exc:
+            raise self._unavailable(exc) from None
+        self._pool: ConnectionPool[psycopg.Connection[Any]] = pool_cls(
+            conninfo,
+            kwargs=kwargs,
+            min_size=min_size,
+            max_size=max_size,
+            open=False,
+            check=_check_idle_connection,
+            timeout=pool_timeout,
+            name=f"agentckpt-{table_prefix}",
+        )
+        try:
+            self._pool.open(wait=True, timeout=connect_timeout + 1)
+        except Exception as exc:
+            self._pool.close()
+            raise self._unavailable(exc) from None
+
+    @classmethod
+    def from_url(cls, url: str) -> PostgresStore:
+        """``postgresql://user:password@host:5432/dbname?table_prefix=agentckpt_&schema=public``.
+
+        Also ``pool_min_size``, ``pool_max_size``, ``pool_timeout`` (seconds to wait for a
+        free connection) and ``connect_timeout`` (seconds, passed to libpq too); any other
+        parameter (``sslmode`` ...) goes to libpq as it is.
+        """
+        _import_driver()
+        parts = urlsplit(url)
+        scheme = parts.scheme.split("+", 1)[0]
+        if scheme not in ("postgresql", "postgres"):
+            raise InvalidStoreURLError(f"{redact_url(url)!r} is not a postgresql:// URL")
+        params = query_params(parts)
+        own = {key: params.pop(key) for key in _OWN_PARAMS if key in params}
+        try:
+            min_size = int(own.get("pool_min_size", "1"))
+            max_size = int(own.get("pool_max_size", str(max(4, min_size))))
+            pool_timeout = float(own.get("pool_timeout", "10"))
+            connect_timeout = float(params.get("connect_timeout", "5"))
+        except ValueError as exc:
+            raise InvalidStoreURLError(
+                f"PostgreSQL URL {redact_url(url)!r}: a pool or timeout parameter is not a number "
+                f"({exc})"
+            ) from None
+        conninfo = urlunsplit(parts._replace(scheme="postgresql", query=urlencode(params)))
+        return cls(
+            conninfo,
+            table_prefix=own.get("table_prefix", "agentckpt_"),
+            schema=own.get("schema", "public"),
+            min_size=min_size,
+            max_size=max_size,
+            connect_timeout=connect_timeout,
+            pool_timeout=pool_timeout,
+            url=url,
+        )
+
+    # -- plumbing ----------------------------------------------------------------------
+
+    def _unavailable(self, exc: BaseException, doing: str = "connect") -> StoreUnavailableError:
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        return StoreUnavailableError(
+            f"PostgreSQL store {self.url} is unavailable ({doing}): {reason}. Check that the "
+            "server runs and accepts TCP connections at that host and port, that the user, "
+            "password and database name are right (pg_hba.conf must allow this client), and "
+            "that the network lets you through"
+        )
+
+    @contextmanager
+    def _connection(self, doing: str) -> Iterator[psycopg.Connection[Any]]:
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except self._psycopg.OperationalError as exc:
+            raise self._unavailable(exc, doing) from None
+        except self._psycopg.Error as exc:
+            # Anything else the server refuses (a constraint an operator added, a
+            # permission revoked): still a store error, with the server's reason.
+            raise self._unavailable(exc, doing) from None
+        except Exception as exc:
+            # PoolTimeout and PoolClosed come from psycopg_pool; treat them alike.
+            if type(exc).__module__.startswith("psycopg_pool"):
+                raise self._unavailable(exc, doing) from None
+            raise
+
+    def _connect(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection (raw access for tests that damage stored bytes).
+
+        >>> with store._connect() as conn:  # doctest: +SKIP
+        ...     conn.execute("select 1")
+        """
+        return self._pool.connection()  # type: ignore[return-value]
+
+    @property
+    def tables(self) -> dict[str, str]:
+        """The qualified names of this store's tables (for raw access and cleanup)."""
+        return {
+            name: f"{self.schema}.{self.table_prefix}{name}"
+            for name in ("checkpoints", "messages", "migrations")
+        }
+
+    def _migrate(self, conn: psycopg.Connection[Any]) -> None:
+        q = self._queries
+        with conn.transaction():
+            # Serialise concurrent first uses of the same tables.
+            conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtext(%s))",
+                (f"agentckpt:{self.schema}.{self.table_prefix}",),
+            )
+            if self.schema != "public":
+                conn.execute(self._sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(q.schema))
+            conn.execute(q.create_migrations)
+            row = conn.execute(q.current_layout).fetchone()
+            current = int(row[0]) if row and row[0] is not None else 0
+            if current > len(q.migrations):
+                raise StoreUnavailableError(
+                    f"PostgreSQL store {self.url}: tables {self.table_prefix}* have layout "
+                    f"{current}, newer than this code's {len(q.migrations)}; upgrade "
+                    "pytest-agentckpt"
+                )
+            for number, statements in enumerate(q.migrations, start=1):
+                if number <= current:
+                    continue
+                for statement in statements:
+                    conn.execute(statement)
+                conn.execute(q.record_layout, (number,))
+
+    # -- the store protocol ------------------------------------------------------------
+
+    def load(self, task_id: str) -> Checkpoint | None:
+        if "\x00" in task_id:
+            return None  # PostgreSQL text cannot hold NUL, so no such task can exist
+        with self._connection("load") as conn:
+            # One statement, one snapshot: the head and the messages always match.
+            cur = conn.cursor(binary=True)
+            row = cur.execute(self._queries.load, (task_id,)).fetchone()
+        if row is None:
+            return None
+        version, lineage, head, count, indexes, raw_bodies = row
+        indexes = list(indexes or [])
+        if indexes != list(range(count)):
+            shown = indexes if len(indexes) <= 8 else f"{len(indexes)} rows"
+            raise CorruptCheckpointError(
+                task_id, f"the head records {count} messages but the stored indexes are {shown}"
+            )
+        if head is None or any(b is None for b in raw_bodies):
+            raise CorruptCheckpointError(task_id, "a stored head or message is NULL")
+        bodies = [bytes(b) for b in raw_bodies]
+        checkpoint = decode_checkpoint(task_id, bytes(head), bodies)
+        self._tracker.loaded(task_id, int(version), str(lineage), bodies)
+        return checkpoint.model_copy(update={"version": int(version)})
+
+    def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        task_id = checkpoint.task_id
+        if "\x00" in task_id:
+            raise ValueError(
+                f"task_id {task_id!r} contains NUL, which PostgreSQL text columns cannot hold"
+            )
+        # Encode before any I/O: a ValueError leaves the store untouched.
+        plan = self._tracker.plan(checkpoint)
+        new_version = checkpoint.version + 1
+        saved = checkpoint.model_copy(update={"version": new_version, "updated_at": utcnow()})
+        head = encode_head(saved)
+        metadata = _jsonb_or_none(saved.metadata)
+        row = (saved.status, metadata, head, saved.created_at, saved.updated_at)
+        q = self._queries
+        try:
+            with self._connection("save") as conn:
+                if checkpoint.version > 0 and not plan.rewrite:
+                    cur = conn.execute(
+                        q.append,
+                        (
+                            new_version,
+                            *row,
+                            plan.total,
+                            task_id,
+                            checkpoint.version,
+                            plan.lineage,
+                            plan.start,
+                            task_id,
+                            list(range(plan.start, plan.total)),
+                            plan.encoded,
+                        ),
+                        prepare=True,
+                    )
+                    appended = cur.fetchone()
+                    if appended is not None and appended[0] == 1:
+                        self._tracker.saved(task_id, new_version, plan)
+                        return saved
+                    # The stored history is not the one this store knows: rewrite below,
+                    # where the version is checked again.
+                plan = self._rewrite(conn, checkpoint, plan, new_version, row)
+        except BaseException:
+            self._tracker.forget(task_id)
+            raise
+        self._tracker.saved(task_id, new_version, plan)
+        return saved
+
+    def _rewrite(
+        self,
+        conn: psycopg.Connection[Any],
+        checkpoint: Checkpoint,
+        plan: WritePlan,
+        new_version: int,
+        row: tuple[Any, ...],
+    ) -> WritePlan:
+        task_id = checkpoint.task_id
+        q = self._queries
+        encoded = plan.encoded if plan.rewrite else encode_messages(checkpoint.messages)
+        with conn.transaction():
+            if checkpoint.version == 0:
+                created = conn.execute(
+                    q.create, (task_id, new_version, plan.lineage, *row, len(encoded))
+                ).fetchone()
+                if created is None:
+                    raise ConflictError(task_id, 0, self._stored_version(conn, task_id))
+                lineage = plan.lineage
+            else:
+                updated = conn.execute(
+                    q.update_head,
+                    (new_version, *row, len(encoded), task_id, checkpoint.version),
+                ).fetchone()
+                if updated is None:
+                    raise ConflictError(
+                        task_id, checkpoint.version, self._stored_version(conn, task_id)
+                    )
+                lineage = str(updated[0])
+            conn.execute(q.delete_messages, (task_id,))
+            if encoded:
+                conn.execute(q.insert_messages, (task_id, list(range(len(encoded))), encoded))
+        return WritePlan(True, 0, encoded, lineage)
+
+    def _stored_version(self, conn: psycopg.Connection[Any], task_id: str) -> int | None:
+        found = conn.execute(self._queries.version, (task_id,)).fetchone()
+        return None if found is None else int(found[0])
+
+    def delete(self, task_id: str) -> None:
+        if "\x00" in task_id:
+            return
+        try:
+            with self._connection("delete") as conn:
+                conn.execute(self._queries.delete, (task_id, task_id))
+        finally:
+            self._tracker.forget(task_id)
+
+    def list_checkpoints(
+        self,
+        *,
+        status: CheckpointStatus | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> list[CheckpointSummary]:
+        sql_mod = self._sql
+        conditions: list[Any] = []
+        args: list[Any] = []
+        if status is not None:
+            conditions.append(sql_mod.SQL("status = %s"))
+            args.append(status)
+        wanted = _jsonb_or_none(dict(metadata)) if metadata else None
+        if wanted is not None:
+            # @> is containment, wider than the equality rule: it narrows the rows in
+            # SQL (using the GIN index) and metadata_matches decides. Rows whose metadata
+            # jsonb cannot hold (NUL) are stored as NULL and always checked in Python.
+            conditions.append(sql_mod.SQL("(metadata @> %s::jsonb OR metadata IS NULL)"))
+            args.append(wanted)
+        query = self._queries.list_base
+        if conditions:
+            query = sql_mod.SQL("{} WHERE {}").format(query, sql_mod.SQL(" AND ").join(conditions))
+        query = sql_mod.SQL('{} ORDER BY task_id COLLATE "C"').format(query)
+        with self._connection("list") as conn:
+            rows = conn.cursor(binary=True).execute(query, args).fetchall()
+        result = []
+        for task_id, version, head in rows:
+            if head is None:
+                raise CorruptCheckpointError(task_id, "stored head is NULL")
+            summary = decode_summary(task_id, bytes(head))
+            if metadata_matches(summary.metadata, metadata):
+                result.append(summary.model_copy(update={"version": int(version)}))
+        return result
+
+    def info(self) -> StoreInfo:
+        return StoreInfo(
+            backend="postgresql",
+            url=self.url,
+            durable=True,
+            incremental=True,
+            notes=(f"tables {self.schema}.{self.table_prefix}*",),
+        )
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def drop_tables(self) -> None:
+        """Drop this store's tables (test cleanup, uninstall). The store is unusable after.
+
+        >>> store.drop_tables()  # doctest: +SKIP
+        """
+        with self._connection("drop tables") as conn, conn.transaction():
+            for name in ("messages", "checkpoints", "migrations"):
+                conn.execute(
+                    self._sql.SQL("DROP TABLE IF EXISTS {}").format(
+                        self._sql.Identifier(self.schema, self.table_prefix + name)
+                    )
+                )
+        self._tracker = PrefixTracker()
+
+
+def _jsonb_or_none(value: Mapping[str, Any]) -> str | None:
+    """``value`` as JSON text for a jsonb parameter, or None when jsonb cannot hold it."""
+    text = dumps(value).decode("utf-8")
+    # jsonb refuses \u0000 anywhere; such metadata lives only in the head.
+    return None if "\\u0000" in text or "\x00" in text else text
+
+
+def _check_idle_connection(conn: psycopg.Connection[Any]) -> None:
+    """Pool check on checkout, without a round trip.
+
+    An idle connection has nothing to read. If its socket is readable, the server closed
+    it (restart, idle timeout, admin kill) or sent a FATAL message: discard it rather than
+    fail the caller's next statement.
+    """
+    if conn.closed or conn.broken:
+        raise _lost()
+    readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    if readable:
+        # Close it: the pool takes back a failed connection and replaces it only when
+        # it is closed; an open one would be handed out again.
+        conn.close()
+        raise _lost()
+
+
+def _lost() -> Exception:
+    import psycopg
+
+    return psycopg.OperationalError("pooled connection was closed by the server")
+
+
+class _Queries:
+    """Every statement, composed once with safely quoted identifiers."""
+
+    def __init__(self, sql_mod: Any, schema: str, prefix: str) -> None:
+        S = sql_mod.SQL
+        self.schema = sql_mod.Identifier(schema)
+        cp = sql_mod.Identifier(schema, prefix + "checkpoints")
+        msg = sql_mod.Identifier(schema, prefix + "messages")
+        mig = sql_mod.Identifier(schema, prefix + "migrations")
+        names = {"cp": cp, "msg": msg, "mig": mig}
+
+        def q(text: str, **extra: Any) -> sql.Composed:
+            composed: sql.Composed = S(text).format(**names, **extra)
+            return composed
+
+        self.create_migrations = q(
+            "CREATE TABLE IF NOT EXISTS {mig} ("
+            " version integer PRIMARY KEY,"
+            " applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        self.current_layout = q("SELECT max(version) FROM {mig}")
+        self.record_layout = q("INSERT INTO {mig} (version) VALUES (%s) ON CONFLICT DO NOTHING")
+        self.migrations: list[list[sql.Composed]] = [
+            [
+                q(
+                    "CREATE TABLE IF NOT EXISTS {cp} ("
+                    " task_id text PRIMARY KEY,"
+                    " version bigint NOT NULL,"
+                    " lineage text NOT NULL,"
+                    " status text NOT NULL,"
+                    " metadata jsonb,"
+                    " head bytea NOT NULL,"
+                    " message_count integer NOT NULL,"
+                    " created_at timestamptz NOT NULL,"
+                    " updated_at timestamptz NOT NULL)"
+                ),
+                q(
+                    "CREATE TABLE IF NOT EXISTS {msg} ("
+                    " task_id text NOT NULL,"
+                    " idx integer NOT NULL,"
+                    " body bytea NOT NULL,"
+                    " PRIMARY KEY (task_id, idx))"
+                ),
+                q(
+                    "CREATE INDEX IF NOT EXISTS {name} ON {cp} (status)",
+                    name=sql_mod.Identifier(prefix + "checkpoints_status"),
+                ),
+                q(
+                    "CREATE INDEX IF NOT EXISTS {name} ON {cp} USING gin (metadata jsonb_path_ops)",
+                    name=sql_mod.Identifier(prefix + "checkpoints_metadata"),
+                ),
+            ]
+        ]
+        head_columns = (
+            "status = %s, metadata = %s::jsonb, head = %s, created_at = %s, updated_at = %s"
+        )
+        # The incremental save: one statement. The insert reads from the update's
+        # RETURNING, so the rows go in only when version, lineage and count matched.
+        self.append = q(
+            "WITH updated AS ("
+            " UPDATE {cp} SET version = %s, " + head_columns + ", message_count = %s"
+            " WHERE task_id = %s AND version = %s AND lineage = %s AND message_count = %s"
+            " RETURNING task_id),"
+            " inserted AS ("
+            " INSERT INTO {msg} (task_id, idx, body)"
+            " SELECT %s, m.idx, m.body FROM updated,"
+            " unnest(%s::integer[], %s::bytea[]) AS m(idx, body))"
+            " SELECT count(*) FROM updated"
+        )
+        self.create = q(
+            "INSERT INTO {cp} (task_id, version, lineage, status, metadata, head,"
+            " created_at, updated_at, message_count)"
+            " VALUES (%s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s)"
+            " ON CONFLICT (task_id) DO NOTHING RETURNING lineage"
+        )
+        self.update_head = q(
+            "UPDATE {cp} SET version = %s, " + head_columns + ", message_count = %s"
+            " WHERE task_id = %s AND version = %s RETURNING lineage"
+        )
+        self.version = q("SELECT version FROM {cp} WHERE task_id = %s")
+        self.delete_messages = q("DELETE FROM {msg} WHERE task_id = %s")
+        self.insert_messages = q(
+            "INSERT INTO {msg} (task_id, idx, body)"
+            " SELECT %s, m.idx, m.body FROM unnest(%s::integer[], %s::bytea[]) AS m(idx, body)"
+        )
+        self.delete = q(
+            "WITH gone AS (DELETE FROM {cp} WHERE task_id = %s)"
+            " DELETE FROM {msg} WHERE task_id = %s"
+        )
+        self.load = q(
+            "SELECT c.version, c.lineage, c.head, c.message_count,"
+            " ARRAY(SELECT m.idx FROM {msg} m WHERE m.task_id = c.task_id ORDER BY m.idx),"
+            " ARRAY(SELECT m.body FROM {msg} m WHERE m.task_id = c.task_id ORDER BY m.idx)"
+            " FROM {cp} c WHERE c.task_id = %s"
+        )
+        self.list_base = q("SELECT task_id, version, head FROM {cp}")

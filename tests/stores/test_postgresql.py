@@ -1,0 +1,373 @@
+"""PostgreSQL-specific behaviour: URLs and settings, damage in the tables, unreachable
+servers, restarts and kills of a private server."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from stores import (
+    Checkpoint,
+    CorruptCheckpointError,
+    InvalidStoreURLError,
+    StoreUnavailableError,
+    open_store,
+)
+from stores.postgresql import PostgresStore
+
+pytest.importorskip("psycopg")
+
+from pytest_agentckpt.services import free_port
+from pytest_agentckpt.services.postgres import PrivatePostgres
+
+
+def _user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def _prefix() -> str:
+    return "t" + uuid.uuid4().hex[:12] + "_"
+
+
+def _with_params(base: str, **params: str) -> str:
+    sep = "&" if "?" in base else "?"
+    return base + sep + "&".join(f"{k}={v}" for k, v in params.items())
+
+
+@pytest.fixture
+def pg_url(agentckpt_postgres_url: str) -> Iterator[str]:
+    """A URL with a table prefix of its own; its tables are dropped afterwards."""
+    url = _with_params(agentckpt_postgres_url, table_prefix=_prefix())
+    yield url
+    cleanup = PostgresStore.from_url(url)
+    try:
+        cleanup.drop_tables()
+    finally:
+        cleanup.close()
+
+
+@pytest.fixture
+def store(pg_url: str) -> Iterator[PostgresStore]:
+    opened = PostgresStore.from_url(pg_url)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+def _execute(store: PostgresStore, statement: str, params: tuple[Any, ...] = ()) -> None:
+    """Run ``statement`` with ``{cp}`` and ``{msg}`` standing for the store's tables."""
+    tables = store.tables
+    text = statement.format(cp=tables["checkpoints"], msg=tables["messages"])
+    with store._connect() as conn:
+        conn.execute(text.encode(), params)  # bytes: a raw statement, not a template
+
+
+def _saved_with_messages(store: PostgresStore, task_id: str = "t1", n: int = 3) -> Checkpoint:
+    return store.save(Checkpoint(task_id=task_id, messages=[_user(f"m{i}") for i in range(n)]))
+
+
+# -- URLs and settings -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("prefix", ["Upper_", "1abc_", "a-b_", "a;drop table x;--", "x" * 41])
+def test_unsafe_table_prefix_is_refused(agentckpt_postgres_url: str, prefix: str) -> None:
+    with pytest.raises(InvalidStoreURLError, match="table_prefix"):
+        open_store(_with_params(agentckpt_postgres_url, table_prefix=prefix))
+
+
+def test_unsafe_schema_is_refused(agentckpt_postgres_url: str) -> None:
+    with pytest.raises(InvalidStoreURLError, match="schema"):
+        open_store(_with_params(agentckpt_postgres_url, schema="Public"))
+
+
+def test_non_numeric_pool_size_is_refused(agentckpt_postgres_url: str) -> None:
+    with pytest.raises(InvalidStoreURLError, match="pool"):
+        open_store(_with_params(agentckpt_postgres_url, pool_max_size="many"))
+
+
+def test_tables_use_the_prefix_and_schema(agentckpt_postgres_url: str) -> None:
+    schema, prefix = "agentckpt_test_schema", _prefix()
+    url = _with_params(agentckpt_postgres_url, table_prefix=prefix, schema=schema)
+    store = PostgresStore.from_url(url)
+    try:
+        store.save(Checkpoint(task_id="t1"))
+        with store._connect() as conn:
+            rows = conn.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = %s"
+                " AND table_name LIKE %s ORDER BY table_name",
+                (schema, prefix + "%"),
+            ).fetchall()
+        assert [r[0] for r in rows] == [
+            prefix + "checkpoints",
+            prefix + "messages",
+            prefix + "migrations",
+        ]
+        assert store.info().durable is True
+    finally:
+        store.drop_tables()
+        store.close()
+
+
+def test_other_url_parameters_reach_libpq(agentckpt_postgres_url: str) -> None:
+    url = _with_params(agentckpt_postgres_url, table_prefix=_prefix(), application_name="ckpt_test")
+    store = PostgresStore.from_url(url)
+    try:
+        with store._connect() as conn:
+            row = conn.execute("SELECT current_setting('application_name')").fetchone()
+        assert row == ("ckpt_test",)
+    finally:
+        store.drop_tables()
+        store.close()
+
+
+def test_concurrent_first_use_of_the_same_tables_is_safe(pg_url: str) -> None:
+    errors: list[BaseException] = []
+    stores: list[PostgresStore] = []
+    lock = threading.Lock()
+
+    def open_one() -> None:
+        try:
+            opened = PostgresStore.from_url(pg_url)
+            with lock:
+                stores.append(opened)
+        except BaseException as exc:
+            with lock:
+                errors.append(exc)
+
+    threads = [threading.Thread(target=open_one) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    try:
+        assert errors == []
+        assert len(stores) == 4
+        stores[0].save(Checkpoint(task_id="t1"))
+        assert stores[3].load("t1") is not None
+        with stores[0]._connect() as conn:
+            rows = conn.execute(
+                f"SELECT version FROM {stores[0].tables['migrations']}".encode()
+            ).fetchall()
+        assert rows == [(1,)]
+    finally:
+        for opened in stores:
+            opened.close()
+
+
+# -- unreachable or wrong servers --------------------------------------------------------
+
+
+def test_unreachable_server_fails_fast_with_the_redacted_url() -> None:
+    url = f"postgresql://app:hunter2@127.0.0.1:{free_port()}/agents?connect_timeout=2"
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailableError) as raised:
+        open_store(url)
+    assert time.monotonic() - started < 5
+    message = str(raised.value)
+    assert "hunter2" not in message
+    assert "app:***@127.0.0.1" in message
+    assert "accepts TCP connections" in message
+
+
+def test_wrong_database_names_the_cause(agentckpt_postgres_url: str) -> None:
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(agentckpt_postgres_url)
+    url = urlunsplit(parts._replace(path="/no_such_db_" + uuid.uuid4().hex[:8]))
+    with pytest.raises(StoreUnavailableError, match="does not exist"):
+        open_store(url)
+
+
+def test_wrong_user_names_the_cause(agentckpt_postgres_url: str) -> None:
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(agentckpt_postgres_url)
+    netloc = f"no_such_role_x:wrong-pw@{parts.hostname}:{parts.port or 5432}"
+    with pytest.raises(StoreUnavailableError) as raised:
+        open_store(urlunsplit(parts._replace(netloc=netloc)))
+    assert "no_such_role_x" in str(raised.value)
+    assert "wrong-pw" not in str(raised.value)
+
+
+# -- incremental writes ------------------------------------------------------------------
+
+
+def test_an_append_writes_only_the_new_messages(store: PostgresStore) -> None:
+    checkpoint = _saved_with_messages(store, n=3)
+    # Change message 0 behind the store's back (still valid JSON): an append that
+    # rewrote the history would restore it.
+    _execute(
+        store,
+        "UPDATE {msg} SET body = %s WHERE task_id = 't1' AND idx = 0",
+        (b'{"role":"user","content":"planted"}',),
+    )
+    checkpoint.messages.append(_user("m3"))
+    store.save(checkpoint)
+    loaded = store.load("t1")
+    assert loaded is not None
+    assert [m["content"] for m in loaded.messages] == ["planted", "m1", "m2", "m3"]
+
+
+def test_an_append_onto_a_history_of_another_length_rewrites(store: PostgresStore) -> None:
+    checkpoint = _saved_with_messages(store, n=3)
+    _execute(store, "DELETE FROM {msg} WHERE task_id = 't1' AND idx = 2")
+    _execute(store, "UPDATE {cp} SET message_count = 2 WHERE task_id = 't1'")
+    checkpoint.messages.append(_user("m3"))
+    store.save(checkpoint)
+    loaded = store.load("t1")
+    assert loaded is not None
+    assert [m["content"] for m in loaded.messages] == ["m0", "m1", "m2", "m3"]
+
+
+def test_metadata_that_jsonb_cannot_hold_is_still_listed_and_filtered(store: PostgresStore) -> None:
+    store.save(Checkpoint(task_id="nul", metadata={"user": "a\x00b"}))
+    store.save(Checkpoint(task_id="plain", metadata={"user": "ab"}))
+    assert [s.task_id for s in store.list_checkpoints(metadata={"user": "a\x00b"})] == ["nul"]
+    assert [s.task_id for s in store.list_checkpoints(metadata={"user": "ab"})] == ["plain"]
+    loaded = store.load("nul")
+    assert loaded is not None
+    assert loaded.metadata == {"user": "a\x00b"}
+
+
+def test_metadata_and_status_are_queryable_in_sql(store: PostgresStore) -> None:
+    store.save(Checkpoint(task_id="t1", status="failed", metadata={"user": "u1", "n": 2**60}))
+    with store._connect() as conn:
+        row = conn.execute(
+            f"SELECT task_id FROM {store.tables['checkpoints']}"
+            " WHERE status = 'failed' AND metadata @> '{\"user\": \"u1\"}'::jsonb".encode()
+        ).fetchone()
+    assert row == ("t1",)
+
+
+def test_task_id_with_nul_is_refused_clearly(store: PostgresStore) -> None:
+    with pytest.raises(ValueError, match="NUL"):
+        store.save(Checkpoint(task_id="a\x00b"))
+    assert store.load("a\x00b") is None
+    store.delete("a\x00b")
+
+
+# -- damage is reported, never taken for absence ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("statement", "params"),
+    [
+        ("UPDATE {cp} SET head = %s", (b"\x00\xff not json",)),
+        ("UPDATE {cp} SET head = %s", (b'["a list, not an object"]',)),
+        ("UPDATE {cp} SET head = %s", (b'{"schema_version": 1, "task_id": "other"}',)),
+        (
+            "UPDATE {cp} SET head = %s",
+            (b'{"schema_version": 1, "task_id": "t1", "iteration": -4}',),
+        ),
+        ("UPDATE {cp} SET head = substring(head from 1 for 20)", ()),
+        ("UPDATE {msg} SET body = %s WHERE idx = 1", (b'{"role": "user", "content": "trunc',)),
+        ("UPDATE {msg} SET body = %s WHERE idx = 1", (b"[1, 2]",)),
+        ("UPDATE {msg} SET body = %s WHERE idx = 1", (b"\xc3\x28",)),
+        ("DELETE FROM {msg} WHERE idx = 1", ()),
+        ("UPDATE {msg} SET idx = 7 WHERE idx = 2", ()),
+        ("UPDATE {cp} SET message_count = 9", ()),
+    ],
+)
+def test_damaged_rows_raise_corrupt_checkpoint(
+    store: PostgresStore, pg_url: str, statement: str, params: tuple[Any, ...]
+) -> None:
+    _saved_with_messages(store)
+    _execute(store, statement, params)
+    with pytest.raises(CorruptCheckpointError) as raised:
+        store.load("t1")
+    assert raised.value.task_id == "t1"
+    other = PostgresStore.from_url(pg_url)
+    try:
+        with pytest.raises(CorruptCheckpointError):
+            other.load("t1")
+    finally:
+        other.close()
+
+
+def test_damaged_head_is_reported_by_listing_too(store: PostgresStore) -> None:
+    _saved_with_messages(store)
+    _execute(store, "UPDATE {cp} SET head = %s", (b"{broken",))
+    with pytest.raises(CorruptCheckpointError):
+        store.list_checkpoints()
+
+
+def test_a_failed_save_leaves_no_partial_rows(store: PostgresStore) -> None:
+    checkpoint = _saved_with_messages(store, n=2)
+    checkpoint.messages += [_user("m2"), _user("m3")]
+    # Make the head update fail after the statement began: the new message rows must
+    # not stay behind.
+    _execute(
+        store,
+        "ALTER TABLE {cp} ADD CONSTRAINT no_v2 CHECK (version < 2)",
+    )
+    with pytest.raises(StoreUnavailableError, match="no_v2"):
+        store.save(checkpoint)
+    _execute(store, "ALTER TABLE {cp} DROP CONSTRAINT no_v2")
+    loaded = store.load("t1")
+    assert loaded is not None
+    assert (loaded.version, len(loaded.messages)) == (1, 2)
+    assert store.save(checkpoint).version == 2
+    again = store.load("t1")
+    assert again is not None
+    assert [m["content"] for m in again.messages] == ["m0", "m1", "m2", "m3"]
+
+
+# -- a private server: restarts and kills ------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def private_postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivatePostgres]:
+    try:
+        server = PrivatePostgres(tmp_path_factory.mktemp("private-postgres"))
+        server.start()
+    except RuntimeError as exc:
+        from pytest_agentckpt.services import backend_unavailable
+        from pytest_agentckpt.services.postgres import HOW_TO_ENABLE
+
+        backend_unavailable("postgresql (private server)", str(exc), HOW_TO_ENABLE)
+    try:
+        yield server
+    finally:
+        server.remove()
+
+
+def test_a_store_keeps_working_across_a_server_restart(private_postgres: PrivatePostgres) -> None:
+    store = PostgresStore.from_url(_with_params(private_postgres.url, pool_min_size="2"))
+    try:
+        checkpoint = _saved_with_messages(store)
+        private_postgres.restart()
+        # Pooled connections died with the server; the store replaces them unasked.
+        loaded = store.load("t1")
+        assert loaded is not None
+        assert loaded.messages == checkpoint.messages
+        checkpoint.messages.append(_user("after restart"))
+        assert store.save(checkpoint).version == 2
+    finally:
+        store.close()
+
+
+def test_acknowledged_saves_survive_sigkill_of_the_server(
+    private_postgres: PrivatePostgres,
+) -> None:
+    url = _with_params(private_postgres.url, table_prefix=_prefix(), pool_timeout="2")
+    store = PostgresStore.from_url(url)
+    try:
+        checkpoint = store.save(Checkpoint(task_id="t1"))
+        for i in range(20):
+            checkpoint.messages.append(_user(f"m{i}"))
+            checkpoint = store.save(checkpoint)
+        private_postgres.kill()
+        with pytest.raises(StoreUnavailableError, match="save"):
+            store.save(checkpoint)
+        private_postgres.start()
+        loaded = store.load("t1")
+        assert loaded is not None
+        assert (loaded.version, len(loaded.messages)) == (21, 20)
+    finally:
+        store.close()
