@@ -1,9 +1,83 @@
 """pytest-agentckpt: prove that LLM agents survive crashes.
 
 The public surface lives here; internals are in the submodules. Importing this package
-is light: nothing heavy is imported until it is used.
+is light: names are imported from their submodule on first use.
+
+>>> from pytest_agentckpt import validate_messages
+>>> validate_messages([{"role": "user", "content": "Hello"}])
 """
 
 from __future__ import annotations
 
-__all__: list[str] = []
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from reference_agent.offline import Exchange, FakeMessagesAPI, offline_client
+    from reference_agent.scripted import (
+        CannedModel,
+        Plan,
+        PlanModel,
+        ScriptedModel,
+        Step,
+        ToolCall,
+        message_json,
+    )
+    from reference_agent.validation import InvalidHistoryError, validate_messages
+
+    from .fake_api import instant_retries, intercept_httpx2, respx_mock, respx_transport
+
+# public name -> the module that defines it
+_LAZY: dict[str, str] = {
+    # validator (fixed names)
+    "validate_messages": "reference_agent.validation",
+    "InvalidHistoryError": "reference_agent.validation",
+    # fake Messages API
+    "FakeMessagesAPI": "reference_agent.offline",
+    "Exchange": "reference_agent.offline",
+    "offline_client": "reference_agent.offline",
+    "intercept_httpx2": "pytest_agentckpt.fake_api",
+    "respx_mock": "pytest_agentckpt.fake_api",
+    "respx_transport": "pytest_agentckpt.fake_api",
+    "instant_retries": "pytest_agentckpt.fake_api",
+    # scripted models
+    "ScriptedModel": "reference_agent.scripted",
+    "PlanModel": "reference_agent.scripted",
+    "CannedModel": "reference_agent.scripted",
+    "Plan": "reference_agent.scripted",
+    "Step": "reference_agent.scripted",
+    "ToolCall": "reference_agent.scripted",
+    "message_json": "reference_agent.scripted",
+}
+
+__all__ = [
+    "CannedModel",
+    "Exchange",
+    "FakeMessagesAPI",
+    "InvalidHistoryError",
+    "Plan",
+    "PlanModel",
+    "ScriptedModel",
+    "Step",
+    "ToolCall",
+    "instant_retries",
+    "intercept_httpx2",
+    "message_json",
+    "offline_client",
+    "respx_mock",
+    "respx_transport",
+    "validate_messages",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
