@@ -1,0 +1,701 @@
+"""``python -m reference_agent``: run, inspect and demonstrate the checkpointed agent.
+
+Subcommands: ``demo`` (a crash-and-resume demonstration, offline), ``run`` (one task),
+``status``, ``list`` and ``inspect`` (what a store holds). ``--help`` on each says more.
+Errors print one line on stderr and exit non-zero: 1 when the agent or the store
+failed, 2 for a bad command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import queue
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, NoReturn
+
+from stores import Checkpoint, CheckpointStore, StoreError, open_store, redact_url
+from stores.url import DEFAULT_STORE_URL
+
+if TYPE_CHECKING:
+    from .agent import AgentEvent
+
+__all__ = ["main"]
+
+_PROG = "python -m reference_agent"
+
+
+class CLIError(Exception):
+    """A failure reported as one line, without a traceback."""
+
+
+# -- formatting ----------------------------------------------------------------------
+
+
+def _short(value: Any, limit: int = 70) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def describe_event(event: dict[str, Any]) -> str | None:
+    """One human line for an agent event (``None`` for events not worth a line).
+
+    >>> describe_event({"event": "iteration", "iteration": 3, "max_iterations": 50})
+    'iteration 3/50'
+    """
+    kind = event.get("event")
+    if kind == "iteration":
+        return f"iteration {event['iteration']}/{event['max_iterations']}"
+    if kind == "model_reply":
+        calls = event.get("tool_calls") or []
+        what = ("asks for " + ", ".join(calls)) if calls else _short(event.get("text") or "")
+        return f"  model ({event.get('stop_reason')}): {what}"
+    if kind == "model_reply_cut":
+        return "  reply cut off by max_tokens: its tool call was not executed"
+    if kind == "tool_call":
+        outcome = {
+            "ran": "ran",
+            "rerun_with_key": "re-run with its recorded idempotency key (no second effect)",
+            "from_ledger": "outcome taken from the ledger (not run again)",
+            "unknown": "outcome UNKNOWN: answered as such, not retried",
+        }.get(str(event.get("outcome")), str(event.get("outcome")))
+        mark = "irreversible " if event.get("irreversible") else ""
+        error = " [error result]" if event.get("is_error") and event.get("outcome") != "unknown" else ""
+        return f"  {mark}tool {event.get('tool')}: {outcome}{error}"
+    if kind == "checkpoint_written":
+        return f"  checkpoint v{event.get('version')} written ({event.get('reason')})"
+    if kind == "checkpoint_failed":
+        return f"  checkpoint write FAILED ({event.get('reason')}): {event.get('error')}"
+    if kind == "loaded":
+        if not event.get("found"):
+            return "no checkpoint: starting the task"
+        return f"loaded checkpoint v{event.get('version')} ({event.get('status')})"
+    if kind == "resumed":
+        pending = event.get("pending") or []
+        extra = f", {len(pending)} tool call(s) pending: {', '.join(pending)}" if pending else ""
+        return f"resuming at iteration {event.get('iteration')} from v{event.get('version')}{extra}"
+    if kind == "repaired":
+        lines = event.get("lines") or []
+        return "repair: " + ("; ".join(lines) if lines else "nothing to repair")
+    if kind == "already_completed":
+        return f"task already completed: {_short(event.get('answer') or '')}"
+    if kind == "completed":
+        return f"completed at iteration {event.get('iteration')}: {_short(event.get('answer') or '')}"
+    if kind == "stopped":
+        return f"stopped: {event.get('reason')} {event.get('failure') or event.get('error') or ''}".rstrip()
+    return None
+
+
+# -- store access --------------------------------------------------------------------
+
+
+def _open(url: str | None) -> CheckpointStore:
+    try:
+        return open_store(url)
+    except StoreError as exc:
+        raise CLIError(str(exc)) from None
+
+
+def _load(store: CheckpointStore, task_id: str) -> Checkpoint:
+    checkpoint = store.load(task_id)
+    if checkpoint is None:
+        raise CLIError(f"no checkpoint for task {task_id!r} in {redact_url(store.info().url)}")
+    return checkpoint
+
+
+def _print_json(value: Any, out: IO[str] | None = None) -> None:
+    print(json.dumps(value, ensure_ascii=False, default=str), file=out or sys.stdout, flush=True)
+
+
+# -- run -----------------------------------------------------------------------------
+
+
+def _pause_handler(spec: str) -> Callable[[AgentEvent], None]:
+    """For the demo: stop dead at the event ``kind[:tool]:n`` so the parent can SIGKILL."""
+    parts = spec.split(":")
+    kind, nth = parts[0], int(parts[-1])
+    tool_name = parts[1] if len(parts) == 3 else None
+    seen = [0]
+
+    def handler(event: AgentEvent) -> None:
+        if event.kind != kind or (tool_name and event.data.get("tool") != tool_name):
+            return
+        seen[0] += 1
+        if seen[0] == nth:
+            _print_json({"event": "paused", "at": spec, "pid": os.getpid()})
+            # Wait for the SIGKILL; bounded, so an abandoned child cannot linger.
+            time.sleep(60)
+            os._exit(3)
+
+    return handler
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .agent import run
+    from .demo_tools import demo_toolbox
+    from .errors import AgentStoppedError
+    from .world import World
+
+    if args.model and not os.environ.get("ANTHROPIC_API_KEY"):
+        raise CLIError(
+            f"--model {args.model} talks to Claude and needs ANTHROPIC_API_KEY in the "
+            "environment; leave --model out to run offline with the scripted model"
+        )
+    store = _open(args.store)
+    world = World(args.world) if args.world else World()
+    tools = demo_toolbox(world)
+    server = None
+    if args.model:
+        import anthropic
+
+        client = anthropic.Anthropic()
+        model = args.model
+    elif args.base_url:
+        import anthropic
+
+        from .offline import FAKE_API_KEY
+
+        client = anthropic.Anthropic(api_key=FAKE_API_KEY, base_url=args.base_url, max_retries=2)
+        model = "claude-scripted"
+    else:
+        from .demo_tools import demo_plan
+        from .offline import FakeMessagesAPI
+
+        server = FakeMessagesAPI(demo_plan())
+        client = server.client()
+        model = "claude-scripted"
+
+    pause = _pause_handler(args.pause_at) if args.pause_at else None
+
+    def on_event(event: AgentEvent) -> None:
+        if args.json:
+            _print_json(event.to_dict())
+        else:
+            line = describe_event(event.to_dict())
+            if line:
+                print(line, file=sys.stderr, flush=True)
+        if pause is not None:
+            pause(event)
+
+    kwargs: dict[str, Any] = {}
+    if args.max_iterations is not None:
+        kwargs["max_iterations"] = args.max_iterations
+    try:
+        answer = run(
+            args.task_id,
+            args.goal,
+            client=client,
+            store=store,
+            tools=tools,
+            model=model,
+            checkpoint_every=args.checkpoint_every,
+            on_event=on_event,
+            **kwargs,
+        )
+    except AgentStoppedError as exc:
+        if args.json:
+            _print_json({"event": "result", "ok": False, "error": str(exc)})
+        raise CLIError(str(exc)) from None
+    finally:
+        store.close()
+    if args.json:
+        _print_json({"event": "result", "ok": True, "task_id": args.task_id, "answer": answer})
+    else:
+        print(answer, flush=True)
+    return 0
+
+
+# -- status / list / inspect ---------------------------------------------------------
+
+
+def _failure(checkpoint: Checkpoint) -> str | None:
+    state = checkpoint.metadata.get("reference_agent")
+    return state.get("failure") if isinstance(state, dict) else None
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    store = _open(args.store)
+    try:
+        cp = _load(store, args.task_id)
+    finally:
+        store.close()
+    actions = {s: sum(1 for a in cp.actions if a.state == s) for s in ("intent", "done", "unknown")}
+    summary: dict[str, Any] = {
+        "task_id": cp.task_id,
+        "status": cp.status,
+        "iteration": cp.iteration,
+        "version": cp.version,
+        "messages": len(cp.messages),
+        "actions": actions,
+        "final_answer": cp.final_answer,
+        "failure": _failure(cp),
+        "updated_at": cp.updated_at.isoformat(),
+    }
+    if args.json:
+        _print_json(summary)
+        return 0
+    print(f"{cp.task_id}: {cp.status} at iteration {cp.iteration} (checkpoint v{cp.version}, "
+          f"{len(cp.messages)} messages, updated {cp.updated_at:%Y-%m-%d %H:%M:%S} UTC)")
+    print(f"  irreversible actions: {actions['done']} done, {actions['intent']} pending intent, "
+          f"{actions['unknown']} unknown outcome")
+    if cp.final_answer is not None:
+        print(f"  answer: {cp.final_answer}")
+    if summary["failure"]:
+        print(f"  failure: {summary['failure']}")
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    store = _open(args.store)
+    try:
+        rows = store.list_checkpoints(status=args.status)
+    finally:
+        store.close()
+    if args.json:
+        _print_json([r.model_dump(mode="json") for r in rows])
+        return 0
+    if not rows:
+        print("no checkpoints" + (f" with status {args.status}" if args.status else ""))
+        return 0
+    width = max(len(r.task_id) for r in rows)
+    print(f"{'TASK':<{width}}  {'STATUS':<9}  {'ITER':>4}  {'VER':>4}  UPDATED (UTC)")
+    for r in rows:
+        print(f"{r.task_id:<{width}}  {r.status:<9}  {r.iteration:>4}  {r.version:>4}  "
+              f"{r.updated_at:%Y-%m-%d %H:%M:%S}")
+    return 0
+
+
+def _describe_block(block: dict[str, Any]) -> str:
+    kind = block.get("type")
+    if kind == "text":
+        return f"text: {_short(block.get('text', ''))}"
+    if kind == "tool_use":
+        return f"tool_use {block.get('name')} [{block.get('id')}] {_short(block.get('input'), 50)}"
+    if kind == "tool_result":
+        error = " ERROR" if block.get("is_error") else ""
+        return f"tool_result [{block.get('tool_use_id')}]{error}: {_short(block.get('content'), 50)}"
+    if kind == "thinking":
+        return f"thinking ({len(str(block.get('thinking', '')))} chars, signed)"
+    return str(kind)
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    store = _open(args.store)
+    try:
+        cp = _load(store, args.task_id)
+    finally:
+        store.close()
+    if args.json:
+        _print_json(cp.model_dump(mode="json"))
+        return 0
+    print(f"task {cp.task_id}  status={cp.status}  iteration={cp.iteration}  version={cp.version}")
+    print(f"goal: {cp.goal}")
+    print(f"created {cp.created_at:%Y-%m-%d %H:%M:%S}  updated {cp.updated_at:%Y-%m-%d %H:%M:%S} UTC")
+    if cp.final_answer is not None:
+        print(f"final answer: {cp.final_answer}")
+    if _failure(cp):
+        print(f"failure: {_failure(cp)}")
+    user_metadata = {k: v for k, v in cp.metadata.items() if k != "reference_agent"}
+    if user_metadata:
+        print(f"metadata: {_short(user_metadata, 200)}")
+    print(f"completed sub-tasks: {len(cp.completed_tasks)}  artifacts: {len(cp.artifacts)}")
+    print(f"ledger ({len(cp.actions)} irreversible actions):")
+    for a in cp.actions:
+        result = _short(a.result.content, 40) if a.result else "-"
+        print(f"  {a.state:<7} {a.tool_name} [{a.tool_use_id}] key={a.idempotency_key[:22]}… {result}")
+    print(f"messages ({len(cp.messages)}):")
+    for i, message in enumerate(cp.messages):
+        content = message.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+        first, *rest = [_describe_block(b) for b in blocks] or ["(empty)"]
+        print(f"  {i:>3} {message.get('role', '?'):<9} {first}")
+        for line in rest:
+            print(f"  {'':>3} {'':<9} {line}")
+    return 0
+
+
+# -- demo ----------------------------------------------------------------------------
+
+_KILL_KINDS = ("iteration", "model_reply", "effect", "checkpoint")
+
+
+@dataclass(frozen=True)
+class KillPoint:
+    """Where the demo SIGKILLs the agent: the ``nth`` event of a kind in the child."""
+
+    spec: str
+    description: str
+
+
+def choose_kill_point(rng: random.Random) -> KillPoint:
+    """A kill point for the demo plan, drawn from ``rng`` (so ``--seed`` reproduces it).
+
+    >>> choose_kill_point(random.Random(1)).spec == choose_kill_point(random.Random(1)).spec
+    True
+    """
+    kind = rng.choice(_KILL_KINDS)
+    if kind == "iteration":
+        n = rng.randint(2, 7)
+        return KillPoint(f"iteration:{n}", f"at the start of iteration {n}, before the model call")
+    if kind == "model_reply":
+        n = rng.randint(1, 7)
+        return KillPoint(
+            f"model_reply:{n}", f"in iteration {n}, after the model replied, before the reply was saved"
+        )
+    if kind == "effect":
+        # Tools that honour keys: killed after the effect, before its outcome is saved.
+        tool, n = rng.choice([("write_record", 1), ("send_message", 1), ("write_record", 2)])
+        return KillPoint(
+            f"tool_call:{tool}:{n}",
+            f"mid tool call: {tool} took effect, its outcome not yet checkpointed",
+        )
+    n = rng.randint(2, 21)
+    return KillPoint(f"checkpoint_written:{n}", f"right after checkpoint write #{n}")
+
+
+@dataclass
+class _Child:
+    pid: int
+    events: list[dict[str, Any]] = field(default_factory=list)
+    killed: bool = False
+    exit_code: int | None = None
+    stderr: str = ""
+
+
+class _DemoOutput:
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+
+    def line(self, text: str = "") -> None:
+        if not self.as_json:
+            print(text, flush=True)
+
+
+def _run_child(
+    command: list[str], out: _DemoOutput, pause: bool, timeout: float = 60.0
+) -> _Child:
+    with tempfile.TemporaryFile("w+") as errors:
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, text=True)
+        child = _Child(proc.pid)
+        lines: queue.Queue[str | None] = queue.Queue()
+
+        def pump() -> None:
+            assert proc.stdout is not None
+            for raw in proc.stdout:
+                lines.put(raw)
+            lines.put(None)
+
+        threading.Thread(target=pump, daemon=True).start()
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                raw = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                proc.kill()
+                proc.wait()
+                raise CLIError(f"the agent process {proc.pid} made no progress for {timeout:.0f}s") from None
+            if raw is None:
+                break
+            try:
+                event = json.loads(raw)
+            except ValueError:
+                continue
+            if event.get("event") == "paused":
+                if pause:
+                    os.kill(proc.pid, signal.SIGKILL)
+                    child.killed = True
+                    out.line(f"  ✗ SIGKILL to pid {proc.pid}")
+                continue
+            child.events.append(event)
+            text = describe_event(event)
+            if text:
+                out.line(f"  {text}")
+        child.exit_code = proc.wait(timeout=timeout)
+        errors.seek(0)
+        child.stderr = errors.read()
+    return child
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo_tools import DEMO_GOAL, demo_plan, demo_toolbox
+    from .offline import FakeMessagesAPI
+    from .toolbox import ToolSpec
+    from .world import World
+
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10_000)
+    rng = random.Random(seed)
+    kills = [choose_kill_point(rng) for _ in range(args.kills)]
+    out = _DemoOutput(args.json)
+    plan = demo_plan()
+    expected: dict[str, int] = {}
+    for step in plan.steps:
+        for call in step.calls:
+            expected[call.name] = expected.get(call.name, 0) + 1
+    with tempfile.TemporaryDirectory(prefix="agentckpt-demo-") as tmp:
+        store_url = args.store or f"sqlite:///{Path(tmp) / 'checkpoints.db'}"
+        task_id = f"demo-{seed}-{uuid.uuid4().hex[:6]}"
+        world_path = Path(tmp) / "world.db"
+        world = World(world_path)
+        store = _open(store_url)
+        api = FakeMessagesAPI(plan)
+        out.line(f"agentckpt demo, seed {seed}: a {len(plan.steps)}-step task with "
+                 f"{sum(expected[t] for t in expected if demo_toolbox(world).spec(t).irreversible)} "
+                 "irreversible actions")
+        out.line(f"  store {redact_url(store_url) if args.store else 'sqlite (temporary directory)'}; "
+                 "model: scripted, behind the real SDK over loopback HTTP")
+        for n, kill in enumerate(kills, 1):
+            out.line(f"  kill {n}: {kill.description}")
+        children: list[_Child] = []
+        started = time.monotonic()
+        with api.serve() as base_url:
+            base = [sys.executable, "-m", "reference_agent", "run", "--task-id", task_id,
+                    "--goal", DEMO_GOAL, "--store", store_url, "--base-url", base_url,
+                    "--world", str(world_path), "--json"]
+            for attempt in range(len(kills) + 2):
+                pause = kills[attempt] if attempt < len(kills) else None
+                out.line()
+                out.line(f"[agent process {attempt + 1}]" + (" (resumed)" if attempt else ""))
+                command = base + (["--pause-at", pause.spec] if pause else [])
+                child = _run_child(command, out, pause=pause is not None)
+                children.append(child)
+                if not child.killed:
+                    break
+        elapsed = time.monotonic() - started
+        # Running the completed task again: any model or tool call would show here.
+        touched: list[str] = []
+
+        class _NoClient:
+            def __getattr__(self, name: str) -> Any:
+                touched.append(f"client.{name}")
+                raise AssertionError("a completed task must not call the model")
+
+        def forbid(spec: ToolSpec) -> Callable[..., Any]:
+            def call(**kwargs: Any) -> Any:
+                touched.append(spec.name)
+                raise AssertionError("a completed task must not call a tool")
+
+            return call
+
+        from .agent import run
+
+        again = run(task_id, DEMO_GOAL, client=_NoClient(),  # type: ignore[arg-type]
+                    store=store, tools=demo_toolbox(world).replace_functions(forbid))
+        final = store.load(task_id)
+        store.close()
+        checks = _demo_checks(api, world, expected, children, final, plan.final_answer, again, touched)
+        world.close()
+    ok = all(c["ok"] for c in checks)
+    if args.json:
+        _print_json({
+            "seed": seed,
+            "ok": ok,
+            "kill_points": [k.spec for k in kills],
+            "processes": [
+                {"pid": c.pid, "killed": c.killed, "exit_code": c.exit_code, "events": c.events}
+                for c in children
+            ],
+            "checks": checks,
+            "seconds": round(elapsed, 2),
+        })
+    else:
+        out.line()
+        out.line("checks:")
+        for check in checks:
+            out.line(f"  {'✓' if check['ok'] else '✗'} {check['detail']}")
+        out.line()
+        out.line(f"{'all checks hold' if ok else 'SOME CHECKS FAILED'}; agent processes took "
+                 f"{elapsed:.1f}s. Reproduce: {_PROG} demo --seed {seed}")
+    if not ok:
+        for c in children:
+            if c.exit_code not in (0, -signal.SIGKILL) and c.stderr:
+                print(c.stderr.strip().splitlines()[-1], file=sys.stderr)
+    return 0 if ok else 1
+
+
+def _demo_checks(
+    api: Any,
+    world: Any,
+    expected: dict[str, int],
+    children: list[_Child],
+    final: Checkpoint | None,
+    expected_answer: str,
+    again: str,
+    touched: list[str],
+) -> list[dict[str, Any]]:
+    checks: list[dict[str, Any]] = []
+
+    def check(name: str, ok: bool, detail: str) -> None:
+        checks.append({"name": name, "ok": bool(ok), "detail": detail})
+
+    killed = sum(c.killed for c in children)
+    check("killed", killed >= 1 and not children[-1].killed,
+          f"the agent was SIGKILLed {killed} time(s) and resumed to the end")
+    rejected = [e.status for e in api.exchanges if e.status != 200]
+    check("valid_requests", not rejected and not api.server_errors,
+          f"every request the model received was a valid history "
+          f"({len(api.exchanges)} requests, {len(rejected)} rejected)")
+    for tool in ("write_record", "send_message", "create_file"):
+        happened = len(world.effects(tool))
+        check(f"once:{tool}", happened == expected.get(tool, 0),
+              f"{tool}: {happened} effect(s) in the World for {expected.get(tool, 0)} call(s) "
+              "in the plan — exactly once")
+    answer = final.final_answer if final else None
+    check("answer", final is not None and final.status == "completed" and answer == expected_answer,
+          f"final answer equals the uninterrupted run's: {answer!r}")
+    iterations = [int(e["iteration"]) for c in children for e in c.events
+                  if e.get("event") in ("checkpoint_written", "resumed")]
+    check("iterations", iterations == sorted(iterations),
+          f"the iteration count never went backwards ({iterations[0] if iterations else 0} → "
+          f"{iterations[-1] if iterations else 0} over {len(iterations)} checkpoints and resumes)")
+    resumed = [e for c in children[1:] for e in c.events if e.get("event") == "resumed"]
+    settled = [e for c in children[1:] for e in c.events
+               if e.get("event") == "tool_call" and e.get("outcome") != "ran"]
+    detail = "; ".join(f"{e['tool']}: {e['outcome']}" for e in settled) or "no pending action"
+    check("resume", len(resumed) == killed,
+          f"each restart resumed from its checkpoint (not from zero); settled: {detail}")
+    check("completed_again", again == answer and not touched,
+          "running the completed task again returned its answer with 0 model and 0 tool calls")
+    return checks
+
+
+# -- argument parsing ----------------------------------------------------------------
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _store_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--store",
+        metavar="URL",
+        default=None,
+        help="checkpoint store URL (default: $AGENTCKPT_STORE_URL, else "
+        f"{DEFAULT_STORE_URL}); e.g. sqlite:///tasks.db, postgresql://user@host/db, "
+        "redis://host:6379/0, s3://bucket/prefix?endpoint_url=…",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``python -m reference_agent``."""
+    parser = _Parser(
+        prog=_PROG,
+        description="The reference checkpointed agent: it survives crashes, resumes where it "
+        "stopped, and performs irreversible actions exactly once.",
+        epilog=f"Start with: {_PROG} demo",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level to stderr")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    demo = sub.add_parser(
+        "demo",
+        help="run a multi-step task offline, SIGKILL the agent, resume it, check the outcome",
+        description="Runs a 6-step task offline (a scripted model behind the real anthropic "
+        "SDK, an embedded SQLite store, a World in an SQLite file) in a child process, "
+        "SIGKILLs it at a random point (sometimes between an irreversible effect and its "
+        "checkpoint), resumes it, and prints a timeline and checks: every request valid, "
+        "every irreversible action exactly once, same answer as an uninterrupted run, "
+        "iterations never backwards. Exit status 0 when every check holds.",
+    )
+    demo.add_argument("--seed", type=int, default=None, help="reproduce a run (default: random, printed)")
+    demo.add_argument("--kills", type=int, default=1, choices=range(1, 6), metavar="N",
+                      help="how many times to SIGKILL the agent (1-5, default 1)")
+    _store_option(demo)
+    demo.set_defaults(store=None)
+    demo.add_argument("--json", action="store_true", help="print one JSON report instead of the timeline")
+    demo.set_defaults(func=cmd_demo)
+
+    run_p = sub.add_parser(
+        "run",
+        help="run (or resume) one task",
+        description="Runs task ID to its answer, resuming from its checkpoint if it was begun. "
+        "Offline by default: a scripted model that follows the demo plan, behind the real SDK. "
+        "With --model NAME and ANTHROPIC_API_KEY set it talks to Claude. The tools are the "
+        "demo's (search, fetch_page, write_record, send_message, create_file). Progress goes "
+        "to stderr; the answer to stdout.",
+    )
+    run_p.add_argument("--task-id", required=True, metavar="ID", help="the task's id (its checkpoint key)")
+    run_p.add_argument("--goal", required=True, metavar="TEXT", help="what the agent is asked to do")
+    _store_option(run_p)
+    run_p.add_argument("--model", metavar="NAME", default=None,
+                       help="a Claude model (needs ANTHROPIC_API_KEY), e.g. the default "
+                       "reference_agent.DEFAULT_MODEL; default: the offline scripted model")
+    run_p.add_argument("--max-iterations", type=int, default=None, metavar="N",
+                       help="model calls allowed over the task's life, restarts included (default 50)")
+    run_p.add_argument("--checkpoint-every", type=int, default=1, metavar="N",
+                       help="routine checkpoint every N iterations (default 1); saves around "
+                       "irreversible actions always happen")
+    run_p.add_argument("--world", metavar="PATH", default=None,
+                       help="SQLite file for the World the tools act on (default: in-process)")
+    run_p.add_argument("--base-url", metavar="URL", default=None,
+                       help="a Messages API (such as the demo's offline fake) to talk to")
+    run_p.add_argument("--json", action="store_true", help="events and the result as JSON lines on stdout")
+    run_p.add_argument("--pause-at", default=None, help=argparse.SUPPRESS)
+    run_p.set_defaults(func=cmd_run)
+
+    status = sub.add_parser("status", help="one task's status", description="Shows one task's status, "
+                            "iteration, checkpoint version, ledger counts and answer or failure.")
+    status.add_argument("task_id", metavar="ID")
+    _store_option(status)
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.set_defaults(func=cmd_status)
+
+    list_p = sub.add_parser("list", help="the tasks in a store", description="Lists the stored "
+                            "checkpoints, optionally only those with one status.")
+    list_p.add_argument("--status", choices=("running", "completed", "failed"), default=None)
+    _store_option(list_p)
+    list_p.add_argument("--json", action="store_true", help="machine-readable output")
+    list_p.set_defaults(func=cmd_list)
+
+    inspect = sub.add_parser("inspect", help="a stored checkpoint, readable",
+                             description="Prints a stored checkpoint: state, ledger of "
+                             "irreversible actions, and the message history block by block.")
+    inspect.add_argument("task_id", metavar="ID")
+    _store_option(inspect)
+    inspect.add_argument("--json", action="store_true", help="the whole checkpoint as JSON")
+    inspect.set_defaults(func=cmd_inspect)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m reference_agent``; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    if getattr(args, "checkpoint_every", 1) < 1:
+        parser.error("--checkpoint-every must be >= 1")
+    if getattr(args, "max_iterations", None) is not None and args.max_iterations < 1:
+        parser.error("--max-iterations must be >= 1")
+    try:
+        return int(args.func(args))
+    except CLIError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except StoreError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
