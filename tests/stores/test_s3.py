@@ -1,0 +1,383 @@
+"""The S3 store on both test servers (SeaweedFS and moto): conditional writes, atomic
+heads over immutable chunks, garbage collection, clear errors."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from pytest_agentckpt.services import free_port
+from pytest_agentckpt.services.s3 import ensure_bucket, s3_client
+from stores import (
+    Checkpoint,
+    ConflictError,
+    CorruptCheckpointError,
+    StoreUnavailableError,
+    open_store,
+)
+from stores.s3 import S3Store
+
+botocore = pytest.importorskip("botocore")
+
+BUCKET = "agentckpt-tests"
+
+
+def _msg(i: int, tag: str = "") -> dict[str, Any]:
+    role = "user" if i % 2 == 0 else "assistant"
+    return {"role": role, "content": f"{tag}message {i} ✓"}
+
+
+@pytest.fixture(params=["seaweedfs", "moto"])
+def s3_endpoint(request: pytest.FixtureRequest) -> str:
+    fixture = f"agentckpt_{request.param}_endpoint"
+    endpoint: str = request.getfixturevalue(fixture)
+    ensure_bucket(endpoint, BUCKET)
+    return endpoint
+
+
+@pytest.fixture
+def store_url(s3_endpoint: str) -> str:
+    return f"s3://{BUCKET}/t{uuid.uuid4().hex[:12]}?endpoint_url={s3_endpoint}"
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[S3Store]:
+    opened = open_store(store_url)
+    assert isinstance(opened, S3Store)
+    try:
+        yield opened
+    finally:
+        # Remove every object of this test (damaged ones included) from the shared bucket.
+        pages = opened.client.get_paginator("list_objects_v2").paginate(
+            Bucket=BUCKET, Prefix=opened.prefix + "/"
+        )
+        for page in pages:
+            for obj in page.get("Contents", ()):
+                opened.client.delete_object(Bucket=BUCKET, Key=obj["Key"])
+        opened.close()
+
+
+@pytest.fixture
+def other(store_url: str) -> Iterator[S3Store]:
+    """A second store on the same URL: another worker."""
+    opened = open_store(store_url)
+    assert isinstance(opened, S3Store)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+def _grow(store: S3Store, checkpoint: Checkpoint, n: int, tag: str = "") -> Checkpoint:
+    for _ in range(n):
+        messages = [*checkpoint.messages, _msg(len(checkpoint.messages), tag)]
+        checkpoint = store.save(checkpoint.model_copy(update={"messages": messages}))
+    return checkpoint
+
+
+def _raw(store: S3Store, key: str) -> bytes:
+    body: bytes = store.client.get_object(Bucket=store.bucket, Key=key)["Body"].read()
+    return body
+
+
+def _put_raw(store: S3Store, key: str, body: bytes) -> None:
+    store.client.put_object(Bucket=store.bucket, Key=key, Body=body)
+
+
+def _chunks(store: S3Store, task_id: str) -> list[str]:
+    return [key for key in store.chunk_keys(task_id) if "/msgs/" in key]
+
+
+# -- the servers ------------------------------------------------------------------------
+
+
+def test_server_refuses_conditional_writes_that_do_not_hold_with_412(s3_endpoint: str) -> None:
+    client = s3_client(s3_endpoint)
+    key = f"conditional/{uuid.uuid4().hex}"
+    created = client.put_object(Bucket=BUCKET, Key=key, Body=b"one", IfNoneMatch="*")
+    with pytest.raises(botocore.exceptions.ClientError) as exists:
+        client.put_object(Bucket=BUCKET, Key=key, Body=b"two", IfNoneMatch="*")
+    assert exists.value.response["ResponseMetadata"]["HTTPStatusCode"] == 412
+    with pytest.raises(botocore.exceptions.ClientError) as wrong:
+        client.put_object(Bucket=BUCKET, Key=key, Body=b"two", IfMatch='"0123456789abcdef"')
+    assert wrong.value.response["ResponseMetadata"]["HTTPStatusCode"] == 412
+    replaced = client.put_object(Bucket=BUCKET, Key=key, Body=b"two", IfMatch=created["ETag"])
+    with pytest.raises(botocore.exceptions.ClientError) as stale:
+        client.put_object(Bucket=BUCKET, Key=key, Body=b"three", IfMatch=created["ETag"])
+    assert stale.value.response["ResponseMetadata"]["HTTPStatusCode"] == 412
+    assert client.get_object(Bucket=BUCKET, Key=key)["ETag"] == replaced["ETag"]
+    client.delete_object(Bucket=BUCKET, Key=key)
+
+
+# -- CAS and incremental writes ---------------------------------------------------------------
+
+
+def test_round_trip_with_incremental_chunks(store: S3Store) -> None:
+    cp = store.save(Checkpoint(task_id="a/../b c", goal="g", metadata={"big": 2**70}))
+    cp = _grow(store, cp, 5)
+    loaded = store.load("a/../b c")
+    assert loaded is not None
+    assert loaded == cp
+    assert loaded.version == 6
+    # One chunk per save that added messages; the odd task id stays inside its folder.
+    assert len(_chunks(store, "a/../b c")) == 5
+    assert all(
+        key.startswith(store.task_prefix("a/../b c")) for key in store.chunk_keys("a/../b c")
+    )
+
+
+def test_head_size_stays_bounded_as_the_history_grows(store: S3Store) -> None:
+    cp = _grow(store, store.save(Checkpoint(task_id="t")), 64)
+    size_at_64 = len(_raw(store, store.head_key("t")))
+    sizes = []
+    for _ in range(150):
+        cp = _grow(store, cp, 1)
+        sizes.append(len(_raw(store, store.head_key("t"))))
+    # Chunk lists move into index objects: the head never grows much past 64 entries.
+    assert max(sizes) < size_at_64 + 300
+    loaded = store.load("t")
+    assert loaded is not None and loaded.messages == cp.messages
+
+
+def test_bytes_written_per_save_do_not_grow_with_the_history(store: S3Store) -> None:
+    cp = _grow(store, store.save(Checkpoint(task_id="t")), 10)
+    before = store.bytes_written
+    cp = _grow(store, cp, 10)
+    early = store.bytes_written - before
+    cp = _grow(store, cp, 180)
+    before = store.bytes_written
+    cp = _grow(store, cp, 10)
+    late = store.bytes_written - before
+    # Messages 200-210 are as long as messages 10-20 (give or take digits and the head).
+    assert late < early * 1.5
+
+
+def test_stale_save_conflicts_and_leaves_the_head_untouched(store: S3Store, other: S3Store) -> None:
+    base = store.save(Checkpoint(task_id="t", messages=[_msg(0)]))
+    seen = other.load("t")
+    assert seen is not None
+    other.save(seen.model_copy(update={"messages": [_msg(0), _msg(1)], "iteration": 1}))
+    head_before = _raw(store, store.head_key("t"))
+    chunks_before = _chunks(store, "t")
+    with pytest.raises(ConflictError) as caught:
+        store.save(base.model_copy(update={"messages": [_msg(0), _msg(9)]}))
+    assert caught.value.actual == 2
+    assert _raw(store, store.head_key("t")) == head_before
+    # The loser's chunk was written before its head PUT failed, and is collected.
+    assert _chunks(store, "t") == chunks_before
+
+
+def test_creating_an_existing_task_conflicts(store: S3Store, other: S3Store) -> None:
+    store.save(Checkpoint(task_id="t", goal="first"))
+    with pytest.raises(ConflictError):
+        other.save(Checkpoint(task_id="t", goal="second"))
+    loaded = other.load("t")
+    assert loaded is not None and loaded.goal == "first"
+
+
+def test_a_save_after_a_save_sends_if_match_without_reading_the_head(store: S3Store) -> None:
+    cp = store.save(Checkpoint(task_id="t"))
+    calls: list[str] = []
+    real_get, real_put = store.client.get_object, store.client.put_object
+
+    def get_object(**kwargs: Any) -> Any:
+        calls.append("GET " + kwargs["Key"])
+        return real_get(**kwargs)
+
+    def put_object(**kwargs: Any) -> Any:
+        calls.append("PUT " + kwargs["Key"] + (" if-match" if "IfMatch" in kwargs else ""))
+        return real_put(**kwargs)
+
+    store.client.get_object, store.client.put_object = get_object, put_object
+    try:
+        _grow(store, cp, 1)
+    finally:
+        store.client.get_object, store.client.put_object = real_get, real_put
+    assert [c.split(" ")[0] for c in calls] == ["PUT", "PUT"]
+    assert calls[1] == f"PUT {store.head_key('t')} if-match"
+
+
+def test_a_retried_head_put_whose_first_attempt_landed_is_not_a_conflict(store: S3Store) -> None:
+    cp = store.save(Checkpoint(task_id="t"))
+    real_put = store.client.put_object
+
+    def put_twice(**kwargs: Any) -> Any:
+        # The first attempt lands but its answer is lost; the retry then fails If-Match.
+        result = real_put(**kwargs)
+        if kwargs["Key"] == store.head_key("t"):
+            return real_put(**kwargs)
+        return result
+
+    store.client.put_object = put_twice
+    try:
+        saved = _grow(store, cp, 1)
+    finally:
+        store.client.put_object = real_put
+    loaded = store.load("t")
+    assert loaded is not None and loaded == saved and loaded.version == 2
+
+
+# -- atomicity ------------------------------------------------------------------------------
+
+
+def test_a_reader_never_sees_a_mix_while_a_writer_saves(store: S3Store, other: S3Store) -> None:
+    """Each checkpoint's messages all carry its generation tag, and ``iteration`` is its
+    length; appends keep the tag, rewrites change every message. A mix of two saves
+    breaks one of those."""
+    cp = store.save(Checkpoint(task_id="t", metadata={"gen": 0}, messages=[_msg(0, "g0-")]))
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def write() -> None:
+        nonlocal cp
+        try:
+            for step in range(1, 41):
+                gen = cp.metadata["gen"]
+                if step % 7 == 0:  # a rewrite: every message changes, old chunks collected
+                    gen += 1
+                    messages = [_msg(i, f"g{gen}-") for i in range(len(cp.messages) + 1)]
+                else:
+                    messages = [*cp.messages, _msg(len(cp.messages), f"g{gen}-")]
+                cp = store.save(
+                    cp.model_copy(
+                        update={
+                            "messages": messages,
+                            "iteration": len(messages) - 1,
+                            "metadata": {"gen": gen},
+                        }
+                    )
+                )
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            done.set()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    reads = 0
+    while not done.is_set() and reads < 2000:
+        seen = other.load("t")
+        reads += 1
+        assert seen is not None
+        gen = seen.metadata["gen"]
+        assert len(seen.messages) == seen.iteration + 1
+        assert seen.messages == [_msg(i, f"g{gen}-") for i in range(len(seen.messages))]
+    writer.join(60)
+    assert not errors, errors
+    assert reads > 1
+
+
+# -- damage -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "head-garbage",
+        "head-no-chunks",
+        "head-wrong-count",
+        "head-other-task",
+        "chunk-garbage",
+        "chunk-short",
+        "chunk-deleted",
+        "index-deleted",
+    ],
+)
+def test_damaged_objects_raise_corrupt_never_none(store: S3Store, damage: str) -> None:
+    _grow(store, store.save(Checkpoint(task_id="t", messages=[_msg(0)])), 70)
+    head_key = store.head_key("t")
+    head = json.loads(_raw(store, head_key))
+    chunk = sorted(_chunks(store, "t"))[-1]
+    if damage == "head-garbage":
+        _put_raw(store, head_key, b"\x00not json")
+    elif damage == "head-no-chunks":
+        del head["chunks"]
+        _put_raw(store, head_key, json.dumps(head).encode())
+    elif damage == "head-wrong-count":
+        head["count"] += 1
+        _put_raw(store, head_key, json.dumps(head).encode())
+    elif damage == "head-other-task":
+        head["head"]["task_id"] = "someone-else"
+        _put_raw(store, head_key, json.dumps(head).encode())
+    elif damage == "chunk-garbage":
+        _put_raw(store, chunk, b"[{")
+    elif damage == "chunk-short":
+        _put_raw(store, chunk, b"[]")
+    elif damage == "chunk-deleted":
+        store.client.delete_object(Bucket=store.bucket, Key=chunk)
+    elif damage == "index-deleted":
+        index = next(key for key in store.chunk_keys("t") if "/index/" in key)
+        store.client.delete_object(Bucket=store.bucket, Key=index)
+    with pytest.raises(CorruptCheckpointError):
+        store.load("t")
+
+
+# -- garbage collection ------------------------------------------------------------------------
+
+
+def test_a_rewrite_collects_the_chunks_it_supersedes(store: S3Store) -> None:
+    cp = _grow(store, store.save(Checkpoint(task_id="t", messages=[_msg(0)])), 69)
+    old_objects = [key for key in store.chunk_keys("t") if key != store.head_key("t")]
+    assert any("/index/" in key for key in old_objects)
+    edited = [{"role": "user", "content": "edited"}, *cp.messages[1:]]
+    store.save(cp.model_copy(update={"messages": edited}))
+    remaining = store.chunk_keys("t")
+    assert not set(old_objects) & set(remaining)
+    assert len(remaining) == 2  # the head and one chunk holding the whole history
+    loaded = store.load("t")
+    assert loaded is not None and loaded.messages == edited
+
+
+def test_delete_removes_every_object_and_is_idempotent(store: S3Store) -> None:
+    _grow(store, store.save(Checkpoint(task_id="t", messages=[_msg(0)])), 70)
+    store.delete("t")
+    store.delete("t")
+    assert store.chunk_keys("t") == []
+    assert store.load("t") is None
+    assert store.save(Checkpoint(task_id="t")).version == 1
+
+
+def test_listing_filters_and_prefixes_isolate(store: S3Store, s3_endpoint: str) -> None:
+    store.save(Checkpoint(task_id="b", metadata={"user": "ann"}))
+    store.save(Checkpoint(task_id="a/x", metadata={"user": "bob"}, status="completed"))
+    store.save(Checkpoint(task_id="c", metadata={"user": "ann"}, status="failed"))
+    assert [s.task_id for s in store.list_checkpoints()] == ["a/x", "b", "c"]
+    assert [s.task_id for s in store.list_checkpoints(status="completed")] == ["a/x"]
+    assert [s.task_id for s in store.list_checkpoints(metadata={"user": "ann"})] == ["b", "c"]
+    elsewhere = open_store(f"s3://{BUCKET}/t{uuid.uuid4().hex[:12]}?endpoint_url={s3_endpoint}")
+    try:
+        assert elsewhere.list_checkpoints() == []
+        assert elsewhere.load("b") is None
+    finally:
+        elsewhere.close()
+
+
+def test_info_reports_durable_and_incremental(store: S3Store) -> None:
+    info = store.info()
+    assert (info.backend, info.durable, info.incremental) == ("s3", True, True)
+
+
+# -- errors ---------------------------------------------------------------------------------
+
+
+def test_unreachable_endpoint_fails_fast_naming_the_url() -> None:
+    url = f"s3://{BUCKET}/x?endpoint_url=http://127.0.0.1:{free_port()}"
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailableError) as caught:
+        open_store(url)
+    assert time.monotonic() - started < 10
+    message = str(caught.value)
+    assert f"s3://{BUCKET}/x" in message
+    assert "endpoint_url" in message
+
+
+def test_missing_bucket_is_a_clear_error(s3_endpoint: str) -> None:
+    url = f"s3://no-such-bucket-{uuid.uuid4().hex[:8]}/x?endpoint_url={s3_endpoint}"
+    with pytest.raises(StoreUnavailableError, match="does not exist.*create it"):
+        open_store(url)
