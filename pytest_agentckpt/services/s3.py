@@ -234,7 +234,7 @@ class SeaweedFS:
                 f"SeaweedFS did not start: {problem}. Log tail:\n{self.log_tail()}"
             )
 
-    def stop(self, timeout: float = 15.0) -> None:
+    def stop(self, timeout: float = 5.0) -> None:
         """Stop the server (SIGTERM, then SIGKILL after ``timeout`` seconds)."""
         process, self._process = self._process, None
         if process is None:

@@ -379,5 +379,5 @@ def test_unreachable_endpoint_fails_fast_naming_the_url() -> None:
 
 def test_missing_bucket_is_a_clear_error(s3_endpoint: str) -> None:
     url = f"s3://no-such-bucket-{uuid.uuid4().hex[:8]}/x?endpoint_url={s3_endpoint}"
-    with pytest.raises(StoreUnavailableError, match="does not exist.*create it"):
+    with pytest.raises(StoreUnavailableError, match=r"does not exist.*create it"):
         open_store(url)
