@@ -21,7 +21,7 @@ def first_difference(expected: Any, actual: Any, path: str = "$") -> str | None:
     """Where ``actual`` first differs from ``expected``, or ``None`` when they are equal.
 
     >>> first_difference({"n": 2**53 + 1}, {"n": float(2**53 + 1)})
-    '$.n: expected 9007199254740993 (int), got 9007199254740992.0 (float)'
+    "$['n']: expected 9007199254740993 (int), got 9007199254740992.0 (float)"
     """
     if type(expected) is not type(actual):
         return (
@@ -36,7 +36,7 @@ def first_difference(expected: Any, actual: Any, path: str = "$") -> str | None:
         if extra:
             return f"{path}: unexpected key {_show(extra[0])}"
         for key, value in expected.items():
-            found = first_difference(value, actual[key], f"{path}.{key}")
+            found = first_difference(value, actual[key], f"{path}[{key!r}]")
             if found:
                 return found
         return None

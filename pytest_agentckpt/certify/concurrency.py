@@ -24,10 +24,6 @@ from .factory import StoreFactory
 
 __all__ = ["Success", "WriterLog", "judge_history", "run_process_writers", "run_thread_writers"]
 
-#: A writer gives up after this many attempts per save it wants (bounded loops).
-ATTEMPTS_PER_SAVE = 12
-
-
 @dataclass(frozen=True)
 class Success:
     """One acknowledged save: who, from which version, to which, with which marker."""
@@ -49,16 +45,26 @@ class WriterLog:
     errors: list[str] = field(default_factory=list)
 
 
-def write_loop(store: CheckpointStore, task_id: str, worker: int, wanted: int) -> WriterLog:
-    """Append ``wanted`` markers to ``task_id`` through compare-and-set, bounded attempts."""
+def write_loop(
+    store: CheckpointStore, task_id: str, worker: int, attempts: int, barrier: Any = None
+) -> WriterLog:
+    """``attempts`` rounds of load -> append a marker -> save, counting conflicts.
+
+    With a ``barrier`` (shared by all writers), every other round all writers load, wait
+    for each other, then save: the worst case for compare-and-set, made certain rather
+    than left to the scheduler. The other rounds run free.
+    """
     log = WriterLog()
-    for attempt in range(wanted * ATTEMPTS_PER_SAVE):
-        if len(log.successes) >= wanted:
-            break
+    for attempt in range(attempts):
         current = store.load(task_id)
         if current is None:
             log.errors.append(f"load({task_id!r}) returned None while the task existed")
             continue
+        if barrier is not None and attempt % 2 == 0:
+            try:
+                barrier.wait(30)
+            except threading.BrokenBarrierError:
+                barrier = None  # a writer died: carry on without the lockstep
         marker = f"w{worker}-a{attempt}"
         following = current.model_copy(
             update={
@@ -128,16 +134,15 @@ def judge_history(initial: Checkpoint, logs: list[WriterLog], final: Checkpoint 
 
 
 def run_thread_writers(
-    store: CheckpointStore, task_id: str, *, threads: int, saves: int, timeout: float
+    store: CheckpointStore, task_id: str, *, threads: int, rounds: int, timeout: float
 ) -> list[WriterLog]:
-    """``threads`` writers sharing ``store``; each wants ``saves`` acknowledged saves."""
+    """``threads`` writers sharing ``store``, ``rounds`` attempts each."""
     logs: list[WriterLog] = [WriterLog() for _ in range(threads)]
-    start = threading.Barrier(threads)
+    lockstep = threading.Barrier(threads)
 
     def writer(worker: int) -> None:
         try:
-            start.wait(timeout)
-            logs[worker] = write_loop(store, task_id, worker, saves)
+            logs[worker] = write_loop(store, task_id, worker, rounds, lockstep)
         except BaseException:
             logs[worker].errors.append(traceback.format_exc())
 
@@ -157,9 +162,10 @@ def _process_writer(
     namespace: str,
     task_id: str,
     worker: int,
-    saves: int,
+    rounds: int,
     ready: Any,
     go: Any,
+    lockstep: Any,
     results: Any,
 ) -> None:
     """Child-process entry point (importable, as ``spawn`` requires)."""
@@ -169,7 +175,7 @@ def _process_writer(
         if not go.wait(60):
             results.put((worker, None, "the parent never gave the start signal"))
             return
-        log = write_loop(store, task_id, worker, saves)
+        log = write_loop(store, task_id, worker, rounds, lockstep)
         store.close()
         results.put((worker, log, None))
     except BaseException:
@@ -182,17 +188,18 @@ def run_process_writers(
     task_id: str,
     *,
     processes: int,
-    saves: int,
+    rounds: int,
     timeout: float,
 ) -> list[WriterLog]:
     """``processes`` child processes, each with its own store instance in ``namespace``."""
     mp = multiprocessing.get_context("spawn")
     ready, results = mp.Queue(), mp.Queue()
     go = mp.Event()
+    lockstep = mp.Barrier(processes)
     children = [
         mp.Process(
             target=_process_writer,
-            args=(factory.spec, namespace, task_id, i, saves, ready, go, results),
+            args=(factory.spec, namespace, task_id, i, rounds, ready, go, lockstep, results),
             daemon=True,
         )
         for i in range(processes)

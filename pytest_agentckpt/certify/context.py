@@ -66,6 +66,7 @@ class Budget:
     incremental_saves: int
     latency_repeats: int
     contract_timeout: float
+    shrink: bool
 
 
 #: ``--quick``: a few seconds for an in-process store.
@@ -81,6 +82,7 @@ QUICK = Budget(
     incremental_saves=60,
     latency_repeats=5,
     contract_timeout=60.0,
+    shrink=False,
 )
 #: The default run.
 FULL = Budget(
@@ -95,6 +97,7 @@ FULL = Budget(
     incremental_saves=200,
     latency_repeats=25,
     contract_timeout=180.0,
+    shrink=True,
 )
 
 

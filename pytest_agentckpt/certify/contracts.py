@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 from hypothesis.reporting import with_reporter
 from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, rule
@@ -75,8 +75,13 @@ def _expect_same(expected: Checkpoint, loaded: Checkpoint | None, what: str) -> 
 
 
 def _hypothesis_settings(ctx: CertifyContext, **extra: Any) -> settings:
+    # Shrinking can take far longer than finding on a slow store: only full runs shrink.
+    phases = [Phase.explicit, Phase.reuse, Phase.generate]
+    if ctx.budget.shrink:
+        phases.append(Phase.shrink)
     return settings(
         max_examples=ctx.budget.examples,
+        phases=phases,
         deadline=None,
         database=None,
         print_blob=True,
@@ -353,7 +358,7 @@ def check_model_based(ctx: CertifyContext) -> str:
 
 def _lost_update_verdict(ctx: CertifyContext, contract_id: str, initial: Checkpoint,
                          logs: list[Any], store: CheckpointStore, how: str) -> str:
-    final = store.load(initial.task_id)
+    final = store.load(initial.task_id)  # the caller passes an instance that did not race
     problems = judge_history(initial, logs, final)
     successes = sum(len(log.successes) for log in logs)
     conflicts = sum(log.conflicts for log in logs)
@@ -372,7 +377,7 @@ def check_concurrent_threads(ctx: CertifyContext) -> str:
     initial = store.save(Checkpoint(task_id=ctx.task_id("threads"), goal="race"))
     budget = ctx.budget
     logs = run_thread_writers(
-        store, initial.task_id, threads=budget.threads, saves=budget.saves_per_thread,
+        store, initial.task_id, threads=budget.threads, rounds=budget.saves_per_thread,
         timeout=budget.contract_timeout / 2,
     )
     return _lost_update_verdict(ctx, "lost_update_threads", initial, logs, store,
@@ -387,9 +392,12 @@ def check_concurrent_processes(ctx: CertifyContext) -> str:
     budget = ctx.budget
     logs = run_process_writers(
         ctx.factory, namespace, initial.task_id, processes=budget.processes,
-        saves=budget.saves_per_process, timeout=budget.contract_timeout / 2,
+        rounds=budget.saves_per_process, timeout=budget.contract_timeout / 2,
     )
-    return _lost_update_verdict(ctx, "lost_update_processes", initial, logs, store,
+    # Judge from a new instance: the verdict is about what is stored, and staleness of
+    # this instance is the fresh_reads contract's business.
+    judge = ctx.new_store(namespace)
+    return _lost_update_verdict(ctx, "lost_update_processes", initial, logs, judge,
                                 f"{budget.processes} processes, one instance each")
 
 

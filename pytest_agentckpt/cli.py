@@ -1,0 +1,145 @@
+"""The ``agentckpt`` command line.
+
+.. code-block:: console
+
+    $ agentckpt certify mypackage.stores:make_store --quick --json report.json
+
+Each subcommand is a function registered in :func:`build_parser`; ``main`` returns the
+exit code: 0 success, 1 a required contract failed, 2 a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+__all__ = ["build_parser", "main"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class _UsageError(Exception):
+    """A mistake in the command line or the named factory: exit 2 with the message."""
+
+
+def _progress(stream: TextIO) -> object:
+    from .certify import ContractResult
+
+    def report(event: str, contract: str, result: ContractResult | None) -> None:
+        if event == "start":
+            stream.write(f"  {contract:<27} … ")
+            stream.flush()
+        elif result is not None:
+            stream.write(f"{result.outcome.value} ({result.seconds:.1f}s)\n")
+        else:
+            stream.write("done\n")
+        stream.flush()
+
+    return report
+
+
+def _certify(args: argparse.Namespace) -> int:
+    from .certify import CONTRACTS, FactoryError, StoreFactory, certify
+    from .certify.report import to_json, to_markdown, to_text
+
+    known = {c.id for c in CONTRACTS}
+    only = [name.strip() for name in (args.only or "").split(",") if name.strip()]
+    unknown = sorted(set(only) - known)
+    if unknown:
+        raise _UsageError(f"--only: unknown contracts {unknown}; choose from {', '.join(sorted(known))}")
+    # Children started by the process contracts import the factory again: make the
+    # current directory importable for them as it is for us.
+    if "" not in sys.path and str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))
+    try:
+        factory = StoreFactory.from_spec(args.factory)
+        probe = factory.make("ckptprobe")
+        probe.close()
+    except FactoryError as exc:
+        raise _UsageError(str(exc)) from None
+    except Exception as exc:
+        raise _UsageError(
+            f"{args.factory} failed to make a store: {type(exc).__name__}: {exc}"
+        ) from None
+    print(
+        f"certifying {args.factory}{' (quick)' if args.quick else ''}"
+        + (f", seed {args.seed}" if args.seed is not None else ""),
+        file=sys.stderr,
+    )
+    report = certify(
+        factory,
+        quick=args.quick,
+        seed=args.seed,
+        only=only or None,
+        figures=not args.no_figures,
+        progress=_progress(sys.stderr),  # type: ignore[arg-type]
+    )
+    print(to_text(report))
+    if args.json:
+        Path(args.json).write_text(to_json(report) + "\n", encoding="utf-8")
+    if args.markdown:
+        Path(args.markdown).write_text(to_markdown(report), encoding="utf-8")
+    return report.exit_code(strict=args.strict)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser with every subcommand (add new ones here)."""
+    parser = argparse.ArgumentParser(
+        prog="agentckpt",
+        description="Tools for checkpointed LLM agents: certify a checkpoint store.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    certify = commands.add_parser(
+        "certify",
+        help="run the contract suite against a checkpoint store",
+        description=(
+            "Run the contract suite against stores made by MODULE:FACTORY. FACTORY returns a "
+            "fresh CheckpointStore; if it takes one argument (a namespace string), instances "
+            "with the same namespace must share data and different namespaces must not "
+            "collide. Exit status: 0 every required contract passed, 1 one failed, 2 usage "
+            "error."
+        ),
+        epilog=(
+            "examples:\n"
+            "  agentckpt certify pytest_agentckpt.certify.builtin:sqlite --quick\n"
+            "  agentckpt certify mypackage.stores:make_store --json report.json\n"
+            "  agentckpt certify mypackage.stores:make_store --only round_trip --seed 42"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    certify.add_argument("factory", metavar="MODULE:FACTORY", help="the store factory to certify")
+    certify.add_argument("--json", metavar="PATH", help="write the report as JSON to PATH")
+    certify.add_argument("--markdown", metavar="PATH", help="write the report as Markdown to PATH")
+    certify.add_argument("--quick", action="store_true",
+                         help="fewer examples, rounds and repeats: seconds instead of a minute")
+    certify.add_argument("--seed", type=int, metavar="N",
+                         help="seed for Hypothesis and the kill timing (printed in every report)")
+    certify.add_argument("--only", metavar="IDS",
+                         help="comma-separated contract ids to run (default: all)")
+    certify.add_argument("--strict", action="store_true",
+                         help="also fail (exit 1) when a required contract is not checkable")
+    certify.add_argument("--no-figures", action="store_true", help="skip the latency figures")
+    certify.set_defaults(handler=_certify)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``agentckpt`` console script; returns the exit status."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits 2 on usage errors, 0 for --help
+        return int(exc.code or 0)
+    try:
+        return int(args.handler(args))
+    except _UsageError as exc:
+        print(f"agentckpt {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,272 @@
+"""Known-buggy stores: each breaks one contract, the way real stores do.
+
+They are variations of the worked example ``docs/examples/my_store.py`` (a directory of
+JSON files shared by every instance and process), so that every other contract applies
+to them and passes. Each has a factory ``make_<name>(namespace)`` for ``certify``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+_EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
+if str(_EXAMPLES) not in sys.path:
+    sys.path.insert(0, str(_EXAMPLES))
+
+from my_store import DirectoryStore  # noqa: E402
+
+from stores import Checkpoint, ConflictError, CorruptCheckpointError  # noqa: E402
+from stores.checkpoint import utcnow  # noqa: E402
+
+
+def _root(kind: str, namespace: str) -> Path:
+    base = Path(os.environ.get("BUGGY_STORE_DIR") or Path(tempfile.gettempdir()) / "agentckpt-buggy")
+    return base / kind / namespace
+
+
+class NoCasStore(DirectoryStore):
+    """Saves whatever it is given: the last writer silently wins (no compare-and-set)."""
+
+    def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        task_id = checkpoint.task_id
+        with self._locked(exclusive=True):
+            saved = checkpoint.model_copy(
+                update={"version": checkpoint.version + 1, "updated_at": utcnow()}
+            )
+            self._write(task_id, self._encode(saved))
+        return self._decode(task_id, self._encode(saved))
+
+
+class TornStore(DirectoryStore):
+    """Writes the messages and the head as two files, one after the other.
+
+    Each file is replaced atomically, but the pair is not: a crash between the two
+    writes leaves new messages under an old head.
+    """
+
+    def _read(self, task_id: str) -> bytes | None:
+        head = super()._read(task_id)
+        if head is None:
+            return None
+        try:
+            messages = (self._file(task_id).with_suffix(".msgs")).read_bytes()
+        except FileNotFoundError:
+            messages = b"[]"
+        try:
+            record = json.loads(head)
+        except ValueError:
+            return head  # damaged: let the codec report it
+        record["messages"] = json.loads(messages)
+        return json.dumps(record, ensure_ascii=False).encode("utf-8")
+
+    def _write(self, task_id: str, data: bytes) -> None:
+        record = json.loads(data)
+        messages = json.dumps(record.pop("messages"), ensure_ascii=False).encode("utf-8")
+        msgs_path = self._file(task_id).with_suffix(".msgs")
+        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-")
+        with os.fdopen(fd, "wb") as out:
+            out.write(messages)
+        os.replace(tmp, msgs_path)
+        time.sleep(0.01)  # the slow second round trip of a two-step write
+        super()._write(task_id, json.dumps(record, ensure_ascii=False).encode("utf-8"))
+
+    def delete(self, task_id: str) -> None:
+        super().delete(task_id)
+        self._file(task_id).with_suffix(".msgs").unlink(missing_ok=True)
+
+
+class AliasingStore(DirectoryStore):
+    """Keeps the objects it saves and hands them out again from load (a cache done wrong)."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self._objects: dict[str, Checkpoint] = {}
+
+    def load(self, task_id: str) -> Checkpoint | None:
+        fresh = super().load(task_id)
+        cached = self._objects.get(task_id)
+        # The cache is checked against the stored version, so it is never stale: its
+        # only bug is returning the object it holds.
+        if fresh is not None and cached is not None and cached.version == fresh.version:
+            return cached
+        if fresh is not None:
+            self._objects[task_id] = fresh
+        return fresh
+
+    def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        saved = super().save(checkpoint)
+        # Shallow copy: its messages list is the caller's list.
+        kept = checkpoint.model_copy(update={"version": saved.version, "updated_at": saved.updated_at})
+        self._objects[checkpoint.task_id] = kept
+        return kept
+
+
+class NoneOnCorruptStore(DirectoryStore):
+    """Treats unreadable data as "no checkpoint": the agent silently starts over."""
+
+    def load(self, task_id: str) -> Checkpoint | None:
+        try:
+            return super().load(task_id)
+        except CorruptCheckpointError:
+            return None
+
+
+def _floaty(value: Any) -> Any:
+    """What a JSON library that keeps every number as a double does to integers."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and abs(value) > 2**53:
+        return int(float(value))
+    if isinstance(value, list):
+        return [_floaty(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _floaty(item) for key, item in value.items()}
+    return value
+
+
+class LossyStore(DirectoryStore):
+    """Round-trips numbers through doubles: integers beyond 2**53 come back changed."""
+
+    def _write(self, task_id: str, data: bytes) -> None:
+        super()._write(task_id, json.dumps(_floaty(json.loads(data)), ensure_ascii=False).encode())
+
+
+class WriteBehindStore(DirectoryStore):
+    """Acknowledges a save at once and writes it a little later from a background thread.
+
+    The lock stays held until the write is done, so every other reader and writer still
+    sees a consistent, compare-and-set store; only a crash in that window loses a save
+    that was already acknowledged.
+    """
+
+    FLUSH_DELAY = 0.02
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self._pending = threading.Lock()
+
+    @contextmanager
+    def _held(self) -> Iterator[Any]:
+        self._pending.acquire()
+        lock = open(self._lock_path, "a+b")  # noqa: SIM115 - released by the flusher
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield lock
+
+    def load(self, task_id: str) -> Checkpoint | None:
+        with self._pending:
+            return super().load(task_id)
+
+    def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        task_id = checkpoint.task_id
+        with self._held() as lock:
+            try:
+                data = self._read(task_id)
+                stored = None if data is None else self._decode(task_id, data).version
+                if (stored or 0) != checkpoint.version:
+                    raise ConflictError(task_id, checkpoint.version, stored)
+                saved = checkpoint.model_copy(
+                    update={"version": checkpoint.version + 1, "updated_at": utcnow()}
+                )
+                encoded = self._encode(saved)
+            except BaseException:
+                lock.close()
+                self._pending.release()
+                raise
+
+        def flush() -> None:
+            try:
+                time.sleep(self.FLUSH_DELAY)
+                self._write(task_id, encoded)
+            finally:
+                lock.close()
+                self._pending.release()
+
+        threading.Thread(target=flush, daemon=True).start()
+        return self._decode(task_id, encoded)
+
+    def delete(self, task_id: str) -> None:
+        with self._pending:
+            super().delete(task_id)
+
+    def list_checkpoints(self, **filters: Any) -> Any:
+        with self._pending:
+            return super().list_checkpoints(**filters)
+
+    def close(self) -> None:
+        # A clean close flushes (as real write-behind stores do); only a crash loses data.
+        with self._pending:
+            pass
+
+    def certify_corrupt(self, task_id: str) -> None:
+        with self._pending:
+            super().certify_corrupt(task_id)
+
+    def certify_bump_schema(self, task_id: str) -> None:
+        with self._pending:
+            super().certify_bump_schema(task_id)
+
+
+class StaleCacheStore(DirectoryStore):
+    """Caches loads per instance and never asks the disk again: other writers are invisible."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self._cache: dict[str, bytes] = {}
+
+    def load(self, task_id: str) -> Checkpoint | None:
+        if task_id in self._cache:
+            return self._decode(task_id, self._cache[task_id])
+        with self._locked(exclusive=False):
+            data = self._read(task_id)
+        if data is None:
+            return None
+        self._cache[task_id] = data
+        return self._decode(task_id, data)
+
+    def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        saved = super().save(checkpoint)
+        # Its own writes invalidate its entry; nobody else's do.
+        self._cache.pop(saved.task_id, None)
+        return saved
+
+    def delete(self, task_id: str) -> None:
+        super().delete(task_id)
+        self._cache.pop(task_id, None)
+
+
+def make_no_cas(namespace: str) -> NoCasStore:
+    return NoCasStore(_root("no-cas", namespace))
+
+
+def make_torn(namespace: str) -> TornStore:
+    return TornStore(_root("torn", namespace))
+
+
+def make_aliasing(namespace: str) -> AliasingStore:
+    return AliasingStore(_root("aliasing", namespace))
+
+
+def make_none_on_corrupt(namespace: str) -> NoneOnCorruptStore:
+    return NoneOnCorruptStore(_root("none-on-corrupt", namespace))
+
+
+def make_lossy(namespace: str) -> LossyStore:
+    return LossyStore(_root("lossy", namespace))
+
+
+def make_write_behind(namespace: str) -> WriteBehindStore:
+    return WriteBehindStore(_root("write-behind", namespace))
+
+
+def make_stale_cache(namespace: str) -> StaleCacheStore:
+    return StaleCacheStore(_root("stale-cache", namespace))

@@ -1,0 +1,95 @@
+"""``agentckpt certify``: exit codes, progress, the table and the JSON/Markdown reports."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_agentckpt.cli import main
+
+
+def test_certified_store_exits_0_and_writes_json_and_markdown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    json_path, md_path = tmp_path / "r.json", tmp_path / "r.md"
+    code = main(["certify", "pytest_agentckpt.certify.builtin:memory", "--quick", "--seed", "11",
+                 "--json", str(json_path), "--markdown", str(md_path)])
+    out, err = capsys.readouterr()
+    assert code == 0
+    assert "round_trip" in err  # progress while it runs
+    assert "CERTIFIED: every required contract passed" in out
+    assert "save p50" in out
+    report = json.loads(json_path.read_text())
+    assert report["passed"] is True
+    assert report["seed"] == 11
+    assert {r["contract"] for r in report["results"]} >= {"round_trip", "compare_and_set"}
+    assert [row["messages"] for row in report["figures"]["latency"]] == [10, 100, 1000]
+    markdown = md_path.read_text()
+    assert "| `round_trip` | required | PASS |" in markdown
+    assert "## Figures" in markdown
+
+
+def test_store_breaking_a_required_contract_exits_1_with_reproduction(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["certify", "tests.certify.buggy_stores:make_none_on_corrupt", "--quick",
+                 "--seed", "5", "--only", "corruption_reported,delete_idempotent", "--no-figures"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "FAIL corruption_reported" in out
+    assert "reproduce: agentckpt certify tests.certify.buggy_stores:make_none_on_corrupt " \
+           "--only corruption_reported --seed 5" in out
+    assert "NOT CERTIFIED" in out
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("no_colon_here", "is not MODULE:FACTORY"),
+        ("no_such_module_xyz:make", "cannot import module 'no_such_module_xyz'"),
+        ("pytest_agentckpt.certify.builtin:nothing", "has no attribute 'nothing'"),
+        ("pytest_agentckpt.certify.builtin:URL_VARIABLE", "is not callable"),
+        ("pytest_agentckpt.certify.builtin:from_env", "failed to make a store"),
+    ],
+)
+def test_bad_factory_is_a_usage_error_with_exit_2(
+    spec: str, message: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AGENTCKPT_CERTIFY_URL", raising=False)
+    assert main(["certify", spec, "--quick"]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_factory_returning_something_else_than_a_store_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["certify", "builtins:dict", "--quick"]) == 2
+    assert "is not a CheckpointStore" in capsys.readouterr().err
+
+
+def test_unknown_contract_and_missing_argument_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["certify", "pytest_agentckpt.certify.builtin:memory", "--only", "nope"]) == 2
+    assert "unknown contracts ['nope']" in capsys.readouterr().err
+    assert main(["certify"]) == 2
+    assert main([]) == 2
+
+
+def test_help_lists_the_certify_options(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["certify", "--help"]) == 0
+    out = capsys.readouterr().out
+    for option in ("MODULE:FACTORY", "--json", "--markdown", "--quick", "--seed", "--strict"):
+        assert option in out
+
+
+def test_strict_fails_a_store_whose_required_contracts_are_not_checkable(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ["certify", "tests.certify.hookless_store:make_store", "--quick", "--no-figures",
+            "--only", "corruption_reported,newer_schema_refused,compare_and_set"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "NOT CHECKABLE" in out
+    assert "not checkable (add the hooks)" in out
+    assert main([*args, "--strict"]) == 1
