@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from hypothesis import assume, given
@@ -70,12 +70,13 @@ def truncations(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[ActionRecor
            and b["type"] == "tool_use"]
     actions = []
     for tool_use_id in ids:
-        state = draw(st.sampled_from(["none", "intent", "done"]))
+        state: Literal["none", "intent", "done"] = draw(st.sampled_from(["none", "intent", "done"]))
         if state == "none":
             continue
         result = RecordedResult(content=f"ledger {tool_use_id}") if state == "done" else None
         actions.append(ActionRecord(tool_use_id=tool_use_id, tool_name="t", input={},
-                                    idempotency_key="k" + tool_use_id, state=state, result=result))
+                                    idempotency_key="k" + tool_use_id,
+                                    state="done" if state == "done" else "intent", result=result))
     return messages, actions
 
 
@@ -235,7 +236,7 @@ def test_a_call_followed_by_another_reply_is_answered_in_between() -> None:
 
 
 def test_a_reply_cut_after_its_thinking_is_dropped() -> None:
-    history = [
+    history: list[dict[str, Any]] = [
         {"role": "user", "content": "go"},
         {"role": "assistant", "content": [{"type": "thinking", "thinking": "hm", "signature": "s"}]},
     ]
