@@ -715,7 +715,7 @@ class S3Store:
             incremental=True,
             notes=(
                 "compare-and-set through conditional writes (If-None-Match / If-Match)",
-                "the server must support conditional PUTs (AWS S3, SeaweedFS, moto, MinIO)",
+                "the server must support conditional PUTs (AWS S3, SeaweedFS and moto do)",
             ),
         )
 
