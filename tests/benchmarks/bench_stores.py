@@ -15,9 +15,10 @@ pollute the byte counts), it measures:
   (``wchar`` of ``/proc/self/io``: WAL frames and checkpoints into the database file);
   the same run with a full-snapshot baseline that upserts the whole record each time (the
   common design in DESIGN.md), on the same server, in the same process;
-- **save latency** p50/p99 at about 10, 100 and 1,000 messages, from a longer run of
-  several tasks interleaved (500 iterations reach 1,000 messages), as windows of message
-  counts (the sample count of each window is printed);
+- **save latency** p50/p99 of a save that brings a history to 10, 100 and about 1,000
+  messages (the long tasks are grown as a run grows them, a save per iteration, and end
+  at 1,000), measured in interleaved rounds together with the bare write, so that the
+  noise of a shared machine falls on every figure alike;
 - **load latency** p50/p99 of a 1,000-message checkpoint;
 - **bare round trip**: p50/p99 of a trivial one-row write on the same backend.
 
@@ -30,7 +31,9 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import functools
 import os
+import random
 import shutil
 import sys
 import tempfile
@@ -44,9 +47,6 @@ from typing import Any
 from stores import Checkpoint, CheckpointStore, open_store
 
 BACKENDS = ("sqlite", "postgresql", "redis", "s3-seaweedfs", "s3-moto")
-
-#: Message-count windows for "save latency at N messages": (label, low, high).
-WINDOWS = ((10, 2, 20), (100, 90, 110), (1000, 950, 1000))
 
 
 # -- the workload ------------------------------------------------------------------------
@@ -360,10 +360,6 @@ def measure(bench: Bench, args: argparse.Namespace) -> Result:
             bench.full_snapshot("warmup", warm.model_dump_json().encode())
             bench.bare_write()
 
-        for _ in range(args.bare):
-            ms, _ = _timed(bench.bare_write)
-            result.bare_ms.append(ms)
-
         # Bytes: one task, ``iterations`` iterations, a save after each.
         before = bench.meter()
         checkpoint = store.save(Checkpoint(task_id="bytes-run", goal="benchmark"))
@@ -382,21 +378,52 @@ def measure(bench: Bench, args: argparse.Namespace) -> Result:
             result.full_run_ms.append(ms)
         result.bytes_full = bench.meter() - before
 
-        # Latency by history length: several tasks interleaved, so that each window
-        # holds a few dozen samples and no task runs alone in a quiet moment.
+        # Latency by history length, in interleaved rounds so that the noise of a shared
+        # machine falls on every size alike. Each round times, in a shuffled order: a
+        # save that brings a fresh task to 10 messages, one that brings a fresh task to
+        # 100, an append to one of the long tasks (which end at 1,000 messages), and a
+        # bare one-row write.
+        rounds, long_count = args.rounds, args.latency_tasks
+        appends_each = -(-rounds // long_count)
         tasks = [
-            store.save(Checkpoint(task_id=f"latency-{t}", goal="benchmark"))
-            for t in range(args.latency_tasks)
+            store.save(Checkpoint(task_id=f"long-{t}", goal="benchmark")) for t in range(long_count)
         ]
-        result.windows = {label: [] for label, _, _ in WINDOWS}
-        for i in range(args.latency_iterations):
+        grown = args.long_messages // 2 - appends_each
+        for i in range(grown):  # grown as a run grows them: a save per iteration
             for t, task in enumerate(tasks):
                 add_iteration(task, i, args.payload)
-                ms, tasks[t] = _timed(lambda task=task: store.save(task))
-                count = len(tasks[t].messages)
-                for label, low, high in WINDOWS:
-                    if low <= count <= high:
-                        result.windows[label].append(ms)
+                tasks[t] = store.save(task)
+        result.windows = {10: [], 100: [], args.long_messages: []}
+        rng = random.Random(args.seed)
+        for r in range(rounds):
+            fresh: dict[int, Checkpoint] = {}
+            for size in (10, 100):
+                task = Checkpoint(task_id=f"fresh-{size}-{r}", goal="benchmark")
+                for i in range(size // 2 - 1):
+                    add_iteration(task, i, args.payload)
+                task = store.save(task)  # unmeasured: the history before the last turn
+                add_iteration(task, size // 2, args.payload)
+                fresh[size] = task
+            t = r % long_count
+            add_iteration(tasks[t], grown + r // long_count, args.payload)
+            jobs: list[tuple[str, Callable[[], Any]]] = [
+                ("10", functools.partial(store.save, fresh[10])),
+                ("100", functools.partial(store.save, fresh[100])),
+                ("long", functools.partial(store.save, tasks[t])),
+                ("bare", bench.bare_write),
+            ]
+            rng.shuffle(jobs)
+            for name, job in jobs:
+                ms, value = _timed(job)
+                if name == "bare":
+                    result.bare_ms.append(ms)
+                elif name == "long":
+                    tasks[t] = value
+                    result.windows[args.long_messages].append(ms)
+                else:
+                    result.windows[int(name)].append(ms)
+            for size in (10, 100):
+                store.delete(f"fresh-{size}-{r}")
 
         # Load latency of the longest histories.
         result.load_messages = len(tasks[0].messages)
@@ -449,7 +476,7 @@ def report(result: Result, args: argparse.Namespace) -> str:
         verdict_bare = "ok" if p50 <= 2 * bare50 else "over 2x"
         verdict_tail = "ok" if p99 <= 3 * p50 else "over 3x"
         lines.append(
-            f"  save at ~{label:>4} messages    p50/p99 {_pp(samples)}  "
+            f"  save at {label:>4} messages    p50/p99 {_pp(samples)}  "
             f"p50/bare {p50 / bare50:.2f}x ({verdict_bare}), p99/p50 {p99 / p50:.2f}x ({verdict_tail})"
         )
     lines.append(f"  load at {result.load_messages} messages      p50/p99 {_pp(result.load_ms)}")
@@ -475,14 +502,13 @@ def main(argv: list[str] | None = None) -> int:
         "--latency-tasks", type=int, default=4, help="tasks interleaved in the latency run"
     )
     parser.add_argument(
-        "--latency-iterations",
+        "--long-messages",
         type=int,
-        default=500,
-        help="iterations per latency task (500 -> 1000 messages)",
+        default=1000,
+        help="messages of the long tasks at the end (default 1000)",
     )
-    parser.add_argument(
-        "--bare", type=int, default=300, help="trivial writes timed for the bare round trip"
-    )
+    parser.add_argument("--rounds", type=int, default=100, help="latency rounds (default 100)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the order within rounds")
     parser.add_argument("--loads", type=int, default=10, help="loads per latency task at the end")
     parser.add_argument(
         "--postgres-url",
@@ -497,8 +523,8 @@ def main(argv: list[str] | None = None) -> int:
 
     print(
         f"pytest-agentckpt store benchmark: {args.iterations} iterations x 2 messages of "
-        f"{args.payload} B random text, save after each; latency run {args.latency_tasks} tasks x "
-        f"{args.latency_iterations} iterations; python {sys.version.split()[0]}, "
+        f"{args.payload} B random text, save after each; latency: {args.rounds} rounds, "
+        f"{args.latency_tasks} long tasks ending at {args.long_messages} messages; python {sys.version.split()[0]}, "
         f"{os.cpu_count()} CPUs",
         flush=True,
     )
