@@ -1,0 +1,94 @@
+"""``python -m reference_agent``: the demo's verdict, the commands, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from reference_agent.cli import choose_kill_point, main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_demo_kills_resumes_and_exits_0_with_every_check_holding() -> None:
+    # Seed 5 kills the agent after write_record took effect, before its outcome was saved.
+    done = subprocess.run(
+        [sys.executable, "-m", "reference_agent", "demo", "--seed", "5", "--json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=180,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["ok"] and report["kill_points"] == ["tool_call:write_record:2"]
+    assert [p["killed"] for p in report["processes"]] == [True, False]
+    assert {c["name"] for c in report["checks"]} >= {
+        "valid_requests", "once:write_record", "once:send_message", "once:create_file",
+        "answer", "iterations", "completed_again",
+    }
+    settled = [e for e in report["processes"][1]["events"] if e["event"] == "tool_call"
+               and e["outcome"] == "rerun_with_key"]
+    assert [e["tool"] for e in settled] == ["write_record"]
+
+
+def test_a_seed_reproduces_the_kill_point() -> None:
+    import random
+
+    assert choose_kill_point(random.Random(42)) == choose_kill_point(random.Random(42))
+
+
+def test_run_then_status_list_and_inspect_read_the_stored_task(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = f"sqlite:///{tmp_path / 'c.db'}"
+    assert main(["run", "--task-id", "t1", "--goal", "demo", "--store", store]) == 0
+    answer = capsys.readouterr().out.strip()
+    assert answer.startswith("Summary recorded")
+    assert main(["status", "t1", "--store", store, "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert (status["status"], status["iteration"], status["actions"]["done"]) == ("completed", 7, 4)
+    assert main(["list", "--store", store, "--status", "completed"]) == 0
+    assert "t1" in capsys.readouterr().out
+    assert main(["inspect", "t1", "--store", store]) == 0
+    shown = capsys.readouterr().out
+    assert "ledger (4 irreversible actions)" in shown and "tool_use write_record" in shown
+    # A completed task: the same answer again, from the checkpoint.
+    assert main(["run", "--task-id", "t1", "--goal", "demo", "--store", store, "--json"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [e["event"] for e in lines] == ["loaded", "already_completed", "result"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["list", "--store", "bogus://x"], "unknown store scheme"),
+        (["status", "missing", "--store", "memory://"], "no checkpoint for task 'missing'"),
+        (["run", "--task-id", "a", "--goal", "b", "--model", "claude-x", "--store", "memory://"],
+         "needs ANTHROPIC_API_KEY"),
+    ],
+)
+def test_errors_are_one_line_and_a_non_zero_exit(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_an_unreadable_store_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.db"
+    bad.write_text("not a database")
+    assert main(["list", "--store", f"sqlite:///{bad}"]) == 1
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("command", ["demo", "run", "status", "list", "inspect"])
+def test_every_command_has_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main([command, "--help"])
+    assert exit_info.value.code == 0
+    assert "--store" in capsys.readouterr().out
