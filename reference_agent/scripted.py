@@ -20,7 +20,6 @@ import hashlib
 import json
 import re
 import threading
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -146,12 +145,6 @@ def _get(obj: Any, key: str) -> Any:
     return getattr(obj, key, None)
 
 
-def _content_blocks(content: Any) -> Sequence[Any]:
-    if isinstance(content, str) or content is None:
-        return ()
-    return content if isinstance(content, Sequence) else list(content)
-
-
 def _estimate_tokens(content: Sequence[Mapping[str, Any]]) -> int:
     # About four characters per token, as a rough stand-in for the real tokenizer.
     return max(1, len(_canonical(list(content))) // 4)
@@ -213,41 +206,73 @@ class PlanModel:
     def __init__(self, plan: Plan, *, model: str | None = None) -> None:
         self.plan = plan
         self.model = model
+        # Identical planned calls (same name and input) form one class; successes are
+        # counted per class and consumed in plan order, so each identical call needs its
+        # own success. Precomputed: respond() runs on every request of a test.
+        class_by_key: dict[tuple[str, str], int] = {}
+        self._steps: list[list[tuple[int, ToolCall, int]]] = []
+        self._calls: dict[tuple[int, int], tuple[ToolCall, int]] = {}
+        for s, step in enumerate(plan.steps):
+            slots = []
+            for c, call in enumerate(step.calls):
+                cls = class_by_key.setdefault(call.key(), len(class_by_key))
+                slots.append((c, call, cls))
+                self._calls[(s, c)] = (call, cls)
+            self._steps.append(slots)
+        self._class_by_key = class_by_key
+
+    def _classify(self, match: re.Match[str] | None, name: Any, tool_input: Any) -> int:
+        """The plan class of a ``tool_use`` block, or -1 for a call not in the plan."""
+        if match is not None:
+            # Our own id names the planned call: a cheap equality check instead of JSON.
+            planned = self._calls.get((int(match[1]), int(match[2])))
+            if planned is not None and planned[0].name == name and planned[0].input == tool_input:
+                return planned[1]
+        return self._class_by_key.get((str(name), _canonical(tool_input)), -1)
 
     def respond(self, request: dict[str, Any]) -> dict[str, Any]:
         """The next reply for the history in ``request["messages"]``."""
         messages = request.get("messages") or ()
-        uses: dict[str, tuple[str, str]] = {}
-        succeeded: Counter[tuple[str, str]] = Counter()
+        class_of_use: dict[Any, int] = {}
+        succeeded = [0] * len(self._class_by_key)
         next_attempt: dict[tuple[int, int], int] = {}
         for message in messages:
-            for block in _content_blocks(_get(message, "content")):
-                kind = _get(block, "type")
+            content = message.get("content") if type(message) is dict else _get(message, "content")
+            if content is None or isinstance(content, str):
+                continue
+            for block in content:
+                if type(block) is not dict:
+                    block = {
+                        k: _get(block, k)
+                        for k in ("type", "id", "name", "input", "tool_use_id", "is_error")
+                    }
+                kind = block.get("type")
                 if kind == "tool_use":
-                    block_id = str(_get(block, "id"))
-                    uses[block_id] = (str(_get(block, "name")), _canonical(_get(block, "input")))
+                    block_id = str(block.get("id"))
                     match = _PLAN_ID.match(block_id)
-                    if match:
-                        s, c, a = (int(g) for g in match.groups())
-                        if a + 1 > next_attempt.get((s, c), 0):
-                            next_attempt[(s, c)] = a + 1
-                elif kind == "tool_result" and not _get(block, "is_error"):
-                    key = uses.get(str(_get(block, "tool_use_id")))
-                    if key is not None:
-                        succeeded[key] += 1
+                    class_of_use[block_id] = self._classify(
+                        match, block.get("name"), block.get("input")
+                    )
+                    if match is not None:
+                        key = (int(match[1]), int(match[2]))
+                        attempt = int(match[3]) + 1
+                        if attempt > next_attempt.get(key, 0):
+                            next_attempt[key] = attempt
+                elif kind == "tool_result" and not block.get("is_error"):
+                    cls = class_of_use.get(block.get("tool_use_id"), -1)
+                    if cls >= 0:
+                        succeeded[cls] += 1
 
         model = self.model or str(request.get("model") or DEFAULT_MODEL)
-        for s, step in enumerate(self.plan.steps):
+        for s, slots in enumerate(self._steps):
             missing: list[tuple[int, ToolCall]] = []
-            for c, call in enumerate(step.calls):
-                key = call.key()
-                # Identical calls in a plan each need their own success: consume them
-                # from the multiset in plan order.
-                if succeeded[key] > 0:
-                    succeeded[key] -= 1
+            for c, call, cls in slots:
+                if succeeded[cls] > 0:
+                    succeeded[cls] -= 1
                 else:
                     missing.append((c, call))
             if missing:
+                step = self.plan.steps[s]
                 blocks: list[dict[str, Any]] = []
                 if step.text is not None:
                     blocks.append({"type": "text", "text": step.text})

@@ -81,8 +81,19 @@ def _get(obj: Any, key: str) -> Any:
     return getattr(obj, key, None)
 
 
+def _as_dict(block: Any) -> dict[str, Any]:
+    """A read-only dict view of a block given as a mapping or an SDK model object."""
+    if isinstance(block, Mapping):
+        return dict(block)
+    fields = getattr(block, "__dict__", None)
+    # SDK blocks are pydantic models, whose field values live in ``__dict__``.
+    return fields if isinstance(fields, dict) else {}
+
+
 def _blocks(content: Any) -> Sequence[Any] | None:
     """The content as a block sequence; ``None`` when it is a plain string."""
+    if type(content) is list:
+        return content
     if isinstance(content, str):
         return None
     if isinstance(content, (list, tuple)):
@@ -90,19 +101,6 @@ def _blocks(content: Any) -> Sequence[Any] | None:
     if isinstance(content, Iterable) and not isinstance(content, (bytes, Mapping)):
         return list(content)
     return ()
-
-
-class _Turn:
-    """Consecutive messages of one role, merged as the API merges them."""
-
-    __slots__ = ("blocks", "first", "last", "role")
-
-    def __init__(self, role: str, first: int) -> None:
-        self.role = role
-        self.first = first
-        self.last = first
-        # (message index, block index, block)
-        self.blocks: list[tuple[int, int, Any]] = []
 
 
 def validate_messages(
@@ -135,106 +133,204 @@ def validate_messages(
             "messages", "List should have at least 1 item after validation, not 0"
         )
 
+    # One pass over the blocks. Consecutive messages of one role form one turn, as the
+    # API merges them; a turn is checked as its blocks stream by and closed when the
+    # role changes. Paths keep the indices of the array as sent.
     last_index = len(messages) - 1
-    turns: list[_Turn] = []
-    current: _Turn | None = None
+    seen_ids: set[str] = set()
+    role_of_turn = ""
+    # assistant turn state
+    uses: dict[str, tuple[int, int]] = {}  # tool_use ids of the turn, in order
+    server_open: dict[str, tuple[int, int]] = {}
+    last_kind: Any = None
+    last_pos = (0, 0)
+    assistant_first: tuple[int, int, Any] = (0, 0, None)
+    # user turn state
+    pending: dict[str, tuple[int, int]] = {}  # calls of the previous turn not yet answered
+    answered: set[str] = set()
+    results_phase = True
+    first_other = ""
+    user_first_kind: Any = None
+
     for i, message in enumerate(messages):
-        role = _get(message, "role")
-        if role not in _ROLES:
-            raise InvalidHistoryError(f"messages.{i}.role", "Input should be 'user' or 'assistant'")
-        if i == 0 and role != "user":
-            raise InvalidHistoryError("messages.0", 'first message must use the "user" role')
-        content = _get(message, "content")
+        if type(message) is dict:
+            role = message.get("role")
+            content = message.get("content")
+        else:
+            role = _get(message, "role")
+            content = _get(message, "content")
+        if role != role_of_turn:
+            if role != "user" and role != "assistant":
+                raise InvalidHistoryError(
+                    f"messages.{i}.role", "Input should be 'user' or 'assistant'"
+                )
+            if i == 0 and role != "user":
+                raise InvalidHistoryError("messages.0", 'first message must use the "user" role')
+            if role_of_turn == "assistant":
+                _close_assistant(server_open, last_kind, last_pos)
+                pending = uses
+                answered = set()
+                results_phase = True
+                first_other = ""
+                user_first_kind = None
+            elif role_of_turn == "user":
+                _close_user(pending)
+                uses = {}
+                server_open = {}
+                last_kind = None
+                assistant_first = (i, 0, None)
+            role_of_turn = role
+
         if content is None:
             raise InvalidHistoryError(f"messages.{i}.content", "Field required")
         blocks = _blocks(content)
-        final_prefill = i == last_index and role == "assistant" and allow_prefill
         if blocks is None:
             if not content:
-                if final_prefill:
-                    blocks = ()
-                else:
-                    raise InvalidHistoryError(
-                        f"messages.{i}",
-                        "all messages must have non-empty content except for the optional "
-                        "final assistant message",
-                    )
+                blocks = ()
             elif not content.strip():
                 raise InvalidHistoryError(
                     f"messages.{i}.content", "text content blocks must contain non-whitespace text"
                 )
             else:
                 blocks = ({"type": "text", "text": content},)
-        elif not blocks and not final_prefill:
+        if not blocks and not (i == last_index and role == "assistant" and allow_prefill):
             raise InvalidHistoryError(
                 f"messages.{i}",
                 "all messages must have non-empty content except for the optional final "
                 "assistant message",
             )
-        if current is None or current.role != role:
-            current = _Turn(role, i)
-            turns.append(current)
-        current.last = i
-        append = current.blocks.append
-        for k, block in enumerate(blocks):
-            append((i, k, block))
 
-    seen_ids: set[str] = set()
-    pending: dict[str, tuple[int, int]] = {}
-    for turn in turns:
-        if turn.role == "assistant":
-            pending = _check_assistant(turn, seen_ids)
+        if role == "assistant":
+            for k, block in enumerate(blocks):
+                if type(block) is not dict:
+                    block = _as_dict(block)
+                kind = block.get("type")
+                if assistant_first[2] is None:
+                    assistant_first = (i, k, kind)
+                last_kind = kind
+                last_pos = (i, k)
+                if kind == "text":
+                    text = block.get("text")
+                    if type(text) is not str or not text.strip():
+                        _text_error(i, k, text)
+                elif kind == "tool_use" or kind in _SERVER_USES:
+                    block_id = block.get("id")
+                    if type(block_id) is not str or not _ID_PATTERN.match(block_id):
+                        raise InvalidHistoryError(
+                            f"messages.{i}.content.{k}.id",
+                            f"String should match pattern '{_ID_PATTERN.pattern}'",
+                        )
+                    if block_id in seen_ids:
+                        raise InvalidHistoryError(
+                            f"messages.{i}.content.{k}", "`tool_use` ids must be unique"
+                        )
+                    seen_ids.add(block_id)
+                    tool_input = block.get("input")
+                    if type(tool_input) is not dict and not isinstance(tool_input, Mapping):
+                        raise InvalidHistoryError(
+                            f"messages.{i}.content.{k}.input", "Input should be a valid dictionary"
+                        )
+                    if kind == "tool_use":
+                        uses[block_id] = (i, k)
+                    else:
+                        server_open[block_id] = (i, k)
+                else:
+                    _check_other_assistant_block(i, k, kind, block, server_open)
         else:
-            _check_user(turn, pending)
-            pending = {}
+            for k, block in enumerate(blocks):
+                if type(block) is not dict:
+                    block = _as_dict(block)
+                kind = block.get("type")
+                if user_first_kind is None:
+                    user_first_kind = kind
+                if kind == "tool_result":
+                    use_id = block.get("tool_use_id")
+                    if use_id in pending:
+                        if not results_phase:
+                            raise InvalidHistoryError(
+                                f"messages.{i}.content.{k}",
+                                "`tool_result` blocks must come first in the user message that "
+                                "answers `tool_use` blocks, before any other content "
+                                f"({first_other})",
+                            )
+                        del pending[use_id]
+                        answered.add(use_id)
+                    elif use_id in answered:
+                        raise InvalidHistoryError(
+                            f"messages.{i}.content.{k}",
+                            "each tool_use must have a single result. Found multiple "
+                            f"`tool_result` blocks with id: {use_id}",
+                        )
+                    else:
+                        raise InvalidHistoryError(
+                            f"messages.{i}.content.{k}", _UNEXPECTED.format(id=use_id)
+                        )
+                    result_content = block.get("content")
+                    if result_content is not None and type(result_content) is not str:
+                        _check_result_content(i, k, result_content)
+                else:
+                    if results_phase:
+                        results_phase = False
+                        first_other = f"found `{kind}` at messages.{i}.content.{k}"
+                    if kind == "text":
+                        text = block.get("text")
+                        if type(text) is not str or not text.strip():
+                            _text_error(i, k, text)
+                    elif kind in _ASSISTANT_ONLY or (
+                        type(kind) is str and kind.endswith("_tool_result")
+                    ):
+                        raise _wrong_role(i, k, kind, "user")
+                    elif type(kind) is not str or not kind:
+                        raise InvalidHistoryError(
+                            f"messages.{i}.content.{k}.type", "Field required"
+                        )
 
-    final = turns[-1]
-    if final.role == "assistant":
-        if pending:
-            # A tool_use nobody answered: the typical history of a run that died mid-call.
-            i, _ = next(iter(pending.values()))
-            raise InvalidHistoryError(f"messages.{i}", _UNANSWERED.format(ids=", ".join(pending)))
-        if not allow_prefill:
-            raise InvalidHistoryError(
-                f"messages.{final.last}",
-                "This model does not support assistant message prefill. "
-                "The conversation must end with a user message.",
-            )
-        if final.blocks:
-            i, k, block = final.blocks[-1]
-            text = _get(block, "text")
-            if _get(block, "type") == "text" and isinstance(text, str) and text != text.rstrip():
-                raise InvalidHistoryError(
-                    f"messages.{i}.content.{k}",
-                    "final assistant content cannot end with trailing whitespace",
-                )
-    elif thinking and len(turns) >= 2:
-        # Only a tool loop in progress (the final user turn answers tool calls) requires
-        # the last assistant turn to open with its thinking.
-        i, k, block = final.blocks[0]
-        if _get(block, "type") == "tool_result":
-            assistant = turns[-2]
-            ai, ak, first = assistant.blocks[0]
-            found = _get(first, "type")
+    if role_of_turn == "user":
+        _close_user(pending)
+        if thinking and user_first_kind == "tool_result":
+            # Only a tool loop in progress (the final user turn answers tool calls)
+            # requires the last assistant turn to open with its thinking.
+            ai, ak, found = assistant_first
             if found not in _THINKING:
                 raise InvalidHistoryError(
                     f"messages.{ai}.content.{ak}.type", _THINKING_FIRST.format(found=found)
                 )
+        return
+
+    # The conversation ends with an assistant turn.
+    if uses:
+        # A tool_use nobody answered: the typical history of a run that died mid-call.
+        i, _ = next(iter(uses.values()))
+        raise InvalidHistoryError(f"messages.{i}", _UNANSWERED.format(ids=", ".join(uses)))
+    if not allow_prefill:
+        raise InvalidHistoryError(
+            f"messages.{last_index}",
+            "This model does not support assistant message prefill. "
+            "The conversation must end with a user message.",
+        )
+    _close_assistant(server_open, last_kind, last_pos)
+    final_blocks = _blocks(_get(messages[last_index], "content")) or ()
+    if final_blocks:
+        k = len(final_blocks) - 1
+        block = final_blocks[k]
+        text = _get(block, "text")
+        if _get(block, "type") == "text" and isinstance(text, str) and text != text.rstrip():
+            raise InvalidHistoryError(
+                f"messages.{last_index}.content.{k}",
+                "final assistant content cannot end with trailing whitespace",
+            )
 
 
-def _check_text(path_i: int, path_k: int, block: Any) -> None:
-    text = _get(block, "text")
+def _text_error(i: int, k: int, text: Any) -> None:
     if not isinstance(text, str):
-        raise InvalidHistoryError(f"messages.{path_i}.content.{path_k}.text", "Field required")
+        raise InvalidHistoryError(f"messages.{i}.content.{k}.text", "Field required")
     if not text:
         raise InvalidHistoryError(
-            f"messages.{path_i}.content.{path_k}", "text content blocks must be non-empty"
+            f"messages.{i}.content.{k}", "text content blocks must be non-empty"
         )
-    if not text.strip():
-        raise InvalidHistoryError(
-            f"messages.{path_i}.content.{path_k}",
-            "text content blocks must contain non-whitespace text",
-        )
+    raise InvalidHistoryError(
+        f"messages.{i}.content.{k}", "text content blocks must contain non-whitespace text"
+    )
 
 
 def _wrong_role(i: int, k: int, kind: str, role: str) -> InvalidHistoryError:
@@ -245,65 +341,44 @@ def _wrong_role(i: int, k: int, kind: str, role: str) -> InvalidHistoryError:
     )
 
 
-def _check_assistant(turn: _Turn, seen_ids: set[str]) -> dict[str, tuple[int, int]]:
-    """Check one assistant turn; return its ``tool_use`` ids in order, with positions."""
-    uses: dict[str, tuple[int, int]] = {}
-    server_open: dict[str, tuple[int, int]] = {}
-    kind: Any = None
-    i = k = 0
-    for i, k, block in turn.blocks:
-        kind = _get(block, "type")
-        if kind == "text":
-            _check_text(i, k, block)
-        elif kind == "tool_use" or kind in _SERVER_USES:
-            block_id = _get(block, "id")
-            if not isinstance(block_id, str) or not _ID_PATTERN.match(block_id):
-                raise InvalidHistoryError(
-                    f"messages.{i}.content.{k}.id",
-                    f"String should match pattern '{_ID_PATTERN.pattern}'",
-                )
-            if block_id in seen_ids:
-                raise InvalidHistoryError(
-                    f"messages.{i}.content.{k}", "`tool_use` ids must be unique"
-                )
-            seen_ids.add(block_id)
-            if not isinstance(_get(block, "input"), Mapping):
-                raise InvalidHistoryError(
-                    f"messages.{i}.content.{k}.input", "Input should be a valid dictionary"
-                )
-            if kind == "tool_use":
-                uses[block_id] = (i, k)
-            else:
-                server_open[block_id] = (i, k)
-        elif kind == "thinking":
-            signature = _get(block, "signature")
-            if not isinstance(signature, str) or not signature:
-                raise InvalidHistoryError(
-                    f"messages.{i}.content.{k}.thinking.signature", "Field required"
-                )
-            if not isinstance(_get(block, "thinking"), str):
-                raise InvalidHistoryError(
-                    f"messages.{i}.content.{k}.thinking.thinking", "Field required"
-                )
-        elif kind == "redacted_thinking":
-            data = _get(block, "data")
-            if not isinstance(data, str) or not data:
-                raise InvalidHistoryError(
-                    f"messages.{i}.content.{k}.redacted_thinking.data", "Field required"
-                )
-        elif isinstance(kind, str) and kind.endswith("_tool_result") and kind != "tool_result":
-            use_id = _get(block, "tool_use_id")
-            if use_id not in server_open:
-                raise InvalidHistoryError(
-                    f"messages.{i}.content.{k}",
-                    f"`{kind}` block with id {use_id} was found without a corresponding "
-                    "server tool use block before it in the same message",
-                )
-            del server_open[use_id]
-        elif kind in _USER_ONLY:
-            raise _wrong_role(i, k, kind, "assistant")
-        elif not isinstance(kind, str) or not kind:
-            raise InvalidHistoryError(f"messages.{i}.content.{k}.type", "Field required")
+def _check_other_assistant_block(
+    i: int, k: int, kind: Any, block: dict[str, Any], server_open: dict[str, tuple[int, int]]
+) -> None:
+    """Assistant blocks off the hot path: thinking, server tool results, misplaced ones."""
+    if kind == "thinking":
+        signature = block.get("signature")
+        if not isinstance(signature, str) or not signature:
+            raise InvalidHistoryError(
+                f"messages.{i}.content.{k}.thinking.signature", "Field required"
+            )
+        if not isinstance(block.get("thinking"), str):
+            raise InvalidHistoryError(
+                f"messages.{i}.content.{k}.thinking.thinking", "Field required"
+            )
+    elif kind == "redacted_thinking":
+        data = block.get("data")
+        if not isinstance(data, str) or not data:
+            raise InvalidHistoryError(
+                f"messages.{i}.content.{k}.redacted_thinking.data", "Field required"
+            )
+    elif isinstance(kind, str) and kind.endswith("_tool_result") and kind != "tool_result":
+        use_id = block.get("tool_use_id")
+        if use_id not in server_open:
+            raise InvalidHistoryError(
+                f"messages.{i}.content.{k}",
+                f"`{kind}` block with id {use_id} was found without a corresponding "
+                "server tool use block before it in the same message",
+            )
+        del server_open[use_id]
+    elif kind in _USER_ONLY:
+        raise _wrong_role(i, k, kind, "assistant")
+    elif not isinstance(kind, str) or not kind:
+        raise InvalidHistoryError(f"messages.{i}.content.{k}.type", "Field required")
+
+
+def _close_assistant(
+    server_open: dict[str, tuple[int, int]], last_kind: Any, last_pos: tuple[int, int]
+) -> None:
     if server_open:
         block_id, (si, sk) = next(iter(server_open.items()))
         raise InvalidHistoryError(
@@ -311,65 +386,20 @@ def _check_assistant(turn: _Turn, seen_ids: set[str]) -> dict[str, tuple[int, in
             f"server tool use with id {block_id} was found without a corresponding result "
             "block in the same message",
         )
-    if kind in _THINKING:
+    if last_kind in _THINKING:
         raise InvalidHistoryError(
-            f"messages.{i}.content.{k}",
+            f"messages.{last_pos[0]}.content.{last_pos[1]}",
             "The final block in an assistant message cannot be `thinking`.",
         )
-    return uses
 
 
-def _check_user(turn: _Turn, pending: dict[str, tuple[int, int]]) -> None:
-    """Check one user turn against the ``tool_use`` ids of the assistant turn before it."""
-    answered: set[str] = set()
-    results_phase = True
-    # The first non-result block, for the message when a result comes after it.
-    first_other = ""
-    for i, k, block in turn.blocks:
-        kind = _get(block, "type")
-        if kind == "tool_result":
-            use_id = _get(block, "tool_use_id")
-            if use_id in pending:
-                if not results_phase:
-                    raise InvalidHistoryError(
-                        f"messages.{i}.content.{k}",
-                        "`tool_result` blocks must come first in the user message that "
-                        f"answers `tool_use` blocks, before any other content ({first_other})",
-                    )
-                del pending[use_id]
-                answered.add(use_id)
-            elif use_id in answered:
-                raise InvalidHistoryError(
-                    f"messages.{i}.content.{k}",
-                    "each tool_use must have a single result. Found multiple `tool_result` "
-                    f"blocks with id: {use_id}",
-                )
-            else:
-                raise InvalidHistoryError(
-                    f"messages.{i}.content.{k}", _UNEXPECTED.format(id=use_id)
-                )
-            _check_result_content(i, k, block)
-        else:
-            if results_phase:
-                results_phase = False
-                first_other = f"found `{kind}` at messages.{i}.content.{k}"
-            if kind == "text":
-                _check_text(i, k, block)
-            elif kind in _ASSISTANT_ONLY or (
-                isinstance(kind, str) and kind.endswith("_tool_result")
-            ):
-                raise _wrong_role(i, k, kind, "user")
-            elif not isinstance(kind, str) or not kind:
-                raise InvalidHistoryError(f"messages.{i}.content.{k}.type", "Field required")
+def _close_user(pending: dict[str, tuple[int, int]]) -> None:
     if pending:
         i, _ = next(iter(pending.values()))
         raise InvalidHistoryError(f"messages.{i}", _UNANSWERED.format(ids=", ".join(pending)))
 
 
-def _check_result_content(i: int, k: int, block: Any) -> None:
-    content = _get(block, "content")
-    if content is None or isinstance(content, str):
-        return
+def _check_result_content(i: int, k: int, content: Any) -> None:
     inner = _blocks(content)
     if inner is None:
         return

@@ -422,3 +422,20 @@ def test_the_error_is_a_value_error_with_path_and_detail() -> None:
         "messages.0.content.0",
         "text content blocks must be non-empty",
     )
+
+
+def test_an_empty_prefill_after_a_thinking_free_turn_is_judged_on_its_own() -> None:
+    validate_messages(
+        [
+            user(text("go")),
+            assistant(text("a")),
+            user(text("b")),
+            {"role": "assistant", "content": ""},
+        ],
+        allow_prefill=True,
+    )
+
+
+def test_a_merged_assistant_turn_ending_with_thinking_is_rejected() -> None:
+    err = rejected([user(text("go")), assistant(text("x")), assistant(thinking()), user(text("y"))])
+    assert err.path == "messages.2.content.0"

@@ -1,0 +1,156 @@
+"""Benchmarks for the fake Messages API and the validator.
+
+Run: ``python -m tests.benchmarks.bench_fake_api`` (not collected by the test run).
+
+1. One ``messages.create`` with a 40-message history through ``FakeMessagesAPI`` (plan
+   model, validation, record), against the floor measured in the same run: the same SDK
+   call on an ``httpx2.MockTransport`` returning a fixed body. Target: at most 1.25x.
+2. ``validate_messages`` on a 1,000-message history with parallel tool calls.
+   Target: under 5 ms.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import anthropic
+import httpx2
+
+from reference_agent.offline import FakeMessagesAPI
+from reference_agent.scripted import Plan, PlanModel, Step, ToolCall
+from reference_agent.validation import validate_messages
+
+CREATE_TARGET = 1.25
+VALIDATE_TARGET_MS = 5.0
+
+
+def plan_of(steps: int, calls_per_step: int) -> Plan:
+    return Plan(
+        steps=tuple(
+            Step(
+                calls=tuple(
+                    ToolCall("lookup", {"step": s, "call": c, "query": f"item {s}-{c}"})
+                    for c in range(calls_per_step)
+                ),
+                text=f"Step {s}.",
+            )
+            for s in range(steps)
+        ),
+        final_answer="All done.",
+    )
+
+
+def history_for(plan: Plan, length: int) -> list[dict[str, Any]]:
+    """A valid history of exactly ``length`` messages following ``plan``, ending on a user turn.
+
+    Turns alternate; for an even length a short user note follows the last results (the
+    API merges consecutive user messages).
+    """
+    model = PlanModel(plan)
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Run the plan."}]
+    while len(messages) + 2 <= length:
+        reply = model.respond({"model": "m", "messages": messages})
+        messages.append({"role": "assistant", "content": reply["content"]})
+        messages.append(
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": b["id"], "content": "result text"}
+                    for b in reply["content"]
+                    if b["type"] == "tool_use"
+                ],
+            }
+        )
+    if len(messages) < length:
+        messages.append({"role": "user", "content": "Continue."})
+    return messages
+
+
+def timed(fn: Callable[[], object], *, repeat: int, warmup: int = 20) -> list[float]:
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
+def bench_create(repeat: int = 400) -> float:
+    plan = plan_of(steps=30, calls_per_step=2)
+    history = history_for(plan, 40)
+    validate_messages(history)
+    # The floor returns, fixed, the very reply the fake computes for this history, so
+    # both sides pay the same SDK parsing and only the fake's own work differs.
+    fixed = json.dumps(PlanModel(plan).respond({"model": "m", "messages": history})).encode()
+
+    def floor_handler(request: httpx2.Request) -> httpx2.Response:
+        request.read()
+        return httpx2.Response(200, headers={"content-type": "application/json"}, content=fixed)
+
+    floor_client = anthropic.Anthropic(
+        api_key="k", http_client=httpx2.Client(transport=httpx2.MockTransport(floor_handler))
+    )
+    api = FakeMessagesAPI(plan)
+    fake_client = api.client()
+
+    def call_floor() -> object:
+        return floor_client.messages.create(model="m", max_tokens=1024, messages=history)
+
+    def call_fake() -> object:
+        return fake_client.messages.create(model="m", max_tokens=1024, messages=history)
+
+    # Interleave rounds so that machine noise hits both sides alike.
+    floor: list[float] = []
+    fake: list[float] = []
+    for _ in range(4):
+        floor += timed(call_floor, repeat=repeat // 4)
+        fake += timed(call_fake, repeat=repeat // 4)
+        api.exchanges.clear()  # keep the record from growing across rounds
+    floor_ms = statistics.median(floor) * 1e3
+    fake_ms = statistics.median(fake) * 1e3
+    ratio = fake_ms / floor_ms
+    print(
+        f"messages.create, 40-message history: fake {fake_ms:.3f} ms, "
+        f"floor (httpx2.MockTransport) {floor_ms:.3f} ms, ratio {ratio:.2f}x "
+        f"(target <= {CREATE_TARGET}x)"
+    )
+    return ratio
+
+
+def bench_validate(repeat: int = 200) -> float:
+    plan = plan_of(steps=600, calls_per_step=3)
+    history = history_for(plan, 1000)
+    tool_uses = sum(
+        1
+        for m in history
+        if m["role"] == "assistant"
+        for b in m["content"]
+        if b["type"] == "tool_use"
+    )
+    samples = timed(lambda: validate_messages(history), repeat=repeat, warmup=5)
+    median_ms = statistics.median(samples) * 1e3
+    print(
+        f"validate_messages, {len(history)} messages ({tool_uses} parallel tool calls): "
+        f"median {median_ms:.3f} ms, best {min(samples) * 1e3:.3f} ms "
+        f"(target < {VALIDATE_TARGET_MS} ms)"
+    )
+    return median_ms
+
+
+def main() -> int:
+    ratio = bench_create()
+    validate_ms = bench_validate()
+    ok = ratio <= CREATE_TARGET and validate_ms < VALIDATE_TARGET_MS
+    print("targets met" if ok else "TARGET MISSED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
