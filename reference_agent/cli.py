@@ -88,8 +88,13 @@ def describe_event(event: dict[str, Any]) -> str | None:
         extra = f", {len(pending)} tool call(s) pending: {', '.join(pending)}" if pending else ""
         return f"resuming at iteration {event.get('iteration')} from v{event.get('version')}{extra}"
     if kind == "repaired":
-        lines = event.get("lines") or []
-        return "repair: " + ("; ".join(lines) if lines else "nothing to repair")
+        steps = event.get("steps") or []
+        lines = [line for line, step in zip(event.get("lines") or [], steps, strict=False)
+                 if step.get("kind") != "left_pending"]
+        pending = len(steps) - len(lines)
+        if pending:
+            lines.append(f"{pending} unanswered call(s) left for the agent to settle from its ledger")
+        return "repair: " + "; ".join(lines)
     if kind == "already_completed":
         return f"task already completed: {_short(event.get('answer') or '')}"
     if kind == "completed":
@@ -340,13 +345,26 @@ class KillPoint:
     description: str
 
 
-def choose_kill_point(rng: random.Random) -> KillPoint:
+def choose_kill_point(rng: random.Random, *, resumed: bool = False) -> KillPoint:
     """A kill point for the demo plan, drawn from ``rng`` (so ``--seed`` reproduces it).
 
-    >>> choose_kill_point(random.Random(1)).spec == choose_kill_point(random.Random(1)).spec
+    Events are counted inside one agent process, so the points of a resumed process
+    (``resumed=True``) are early ones that its shorter run still reaches.
+
+    >>> choose_kill_point(random.Random(1)) == choose_kill_point(random.Random(1))
     True
     """
     kind = rng.choice(_KILL_KINDS)
+    if resumed:
+        if kind in ("iteration", "model_reply"):
+            return KillPoint("model_reply:1", "after the resumed agent's first model reply, "
+                             "before it was saved")
+        if kind == "effect":
+            tool = rng.choice(["write_record", "send_message"])
+            return KillPoint(f"tool_call:{tool}:1", f"mid tool call, if {tool} runs again: "
+                             "after its effect, before its outcome is checkpointed")
+        n = rng.randint(1, 3)
+        return KillPoint(f"checkpoint_written:{n}", f"right after the resumed agent's checkpoint write #{n}")
     if kind == "iteration":
         n = rng.randint(2, 7)
         return KillPoint(f"iteration:{n}", f"at the start of iteration {n}, before the model call")
@@ -437,7 +455,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10_000)
     rng = random.Random(seed)
-    kills = [choose_kill_point(rng) for _ in range(args.kills)]
+    kills = [choose_kill_point(rng, resumed=n > 0) for n in range(args.kills)]
     out = _DemoOutput(args.json)
     plan = demo_plan()
     expected: dict[str, int] = {}
@@ -472,6 +490,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 child = _run_child(command, out, pause=pause is not None)
                 children.append(child)
                 if not child.killed:
+                    if pause is not None:
+                        out.line(f"  (kill {attempt + 1} not reached: the task finished first)")
                     break
         elapsed = time.monotonic() - started
         # Running the completed task again: any model or tool call would show here.
