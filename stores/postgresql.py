@@ -508,7 +508,12 @@ class _Queries:
                     "CREATE INDEX IF NOT EXISTS {name} ON {cp} USING gin (metadata jsonb_path_ops)",
                     name=sql_mod.Identifier(prefix + "checkpoints_metadata"),
                 ),
-            ]
+            ],
+            [
+                # Keep message rows up to ~8 KB inline: a 2 KB tool result would otherwise
+                # go to the TOAST table, one more row and index entry per message.
+                q("ALTER TABLE {msg} SET (toast_tuple_target = 8160)"),
+            ],
         ]
         head_columns = (
             "status = %s, metadata = %s::jsonb, head = %s, created_at = %s, updated_at = %s"

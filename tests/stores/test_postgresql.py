@@ -154,10 +154,44 @@ def test_concurrent_first_use_of_the_same_tables_is_safe(pg_url: str) -> None:
             rows = conn.execute(
                 f"SELECT version FROM {stores[0].tables['migrations']}".encode()
             ).fetchall()
-        assert rows == [(1,)]
+        assert rows == [(1,), (2,)]
     finally:
         for opened in stores:
             opened.close()
+
+
+def test_an_older_table_layout_is_upgraded_on_first_use(store: PostgresStore, pg_url: str) -> None:
+    store.save(Checkpoint(task_id="t1", messages=[_user("kept")]))
+    # Roll the tables back to layout 1, as an older release left them.
+    _execute(store, "ALTER TABLE {msg} RESET (toast_tuple_target)")
+    with store._connect() as conn:
+        conn.execute(f"DELETE FROM {store.tables['migrations']} WHERE version = 2".encode())
+    upgraded = PostgresStore.from_url(pg_url)
+    try:
+        with upgraded._connect() as conn:
+            versions = conn.execute(
+                f"SELECT version FROM {upgraded.tables['migrations']} ORDER BY 1".encode()
+            ).fetchall()
+            options = conn.execute(
+                "SELECT reloptions FROM pg_class WHERE oid = %s::regclass",
+                (upgraded.tables["messages"],),
+            ).fetchone()
+        assert versions == [(1,), (2,)]
+        assert options == (["toast_tuple_target=8160"],)
+        loaded = upgraded.load("t1")
+        assert loaded is not None
+        assert loaded.messages == [_user("kept")]
+    finally:
+        upgraded.close()
+
+
+def test_a_newer_table_layout_is_refused(store: PostgresStore, pg_url: str) -> None:
+    with store._connect() as conn:
+        conn.execute(f"INSERT INTO {store.tables['migrations']} (version) VALUES (99)".encode())
+    with pytest.raises(StoreUnavailableError, match="newer"):
+        PostgresStore.from_url(pg_url)
+    with store._connect() as conn:
+        conn.execute(f"DELETE FROM {store.tables['migrations']} WHERE version = 99".encode())
 
 
 # -- unreachable or wrong servers --------------------------------------------------------
