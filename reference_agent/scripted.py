@@ -145,6 +145,15 @@ def _get(obj: Any, key: str) -> Any:
     return getattr(obj, key, None)
 
 
+def _block_dict(block: Any) -> dict[str, Any]:
+    if isinstance(block, Mapping):
+        return dict(block)
+    return {
+        k: getattr(block, k, None)
+        for k in ("type", "id", "name", "input", "tool_use_id", "is_error")
+    }
+
+
 def _estimate_tokens(content: Sequence[Mapping[str, Any]]) -> int:
     # About four characters per token, as a rough stand-in for the real tokenizer.
     return max(1, len(_canonical(list(content))) // 4)
@@ -221,47 +230,58 @@ class PlanModel:
             self._steps.append(slots)
         self._class_by_key = class_by_key
 
-    def _classify(self, match: re.Match[str] | None, name: Any, tool_input: Any) -> int:
-        """The plan class of a ``tool_use`` block, or -1 for a call not in the plan."""
-        if match is not None:
-            # Our own id names the planned call: a cheap equality check instead of JSON.
-            planned = self._calls.get((int(match[1]), int(match[2])))
-            if planned is not None and planned[0].name == name and planned[0].input == tool_input:
-                return planned[1]
-        return self._class_by_key.get((str(name), _canonical(tool_input)), -1)
-
     def respond(self, request: dict[str, Any]) -> dict[str, Any]:
         """The next reply for the history in ``request["messages"]``."""
         messages = request.get("messages") or ()
         class_of_use: dict[Any, int] = {}
         succeeded = [0] * len(self._class_by_key)
         next_attempt: dict[tuple[int, int], int] = {}
+        calls = self._calls
         for message in messages:
-            content = message.get("content") if type(message) is dict else _get(message, "content")
+            if type(message) is dict:
+                role = message.get("role")
+                content = message.get("content")
+            else:
+                role = _get(message, "role")
+                content = _get(message, "content")
             if content is None or isinstance(content, str):
                 continue
-            for block in content:
-                if type(block) is not dict:
-                    block = {
-                        k: _get(block, k)
-                        for k in ("type", "id", "name", "input", "tool_use_id", "is_error")
-                    }
-                kind = block.get("type")
-                if kind == "tool_use":
+            if role == "assistant":
+                for block in content:
+                    if type(block) is not dict:
+                        block = _block_dict(block)
+                    if block.get("type") != "tool_use":
+                        continue
                     block_id = str(block.get("id"))
+                    name = block.get("name")
+                    tool_input = block.get("input")
                     match = _PLAN_ID.match(block_id)
-                    class_of_use[block_id] = self._classify(
-                        match, block.get("name"), block.get("input")
-                    )
+                    cls = -1
                     if match is not None:
-                        key = (int(match[1]), int(match[2]))
+                        s_c = (int(match[1]), int(match[2]))
                         attempt = int(match[3]) + 1
-                        if attempt > next_attempt.get(key, 0):
-                            next_attempt[key] = attempt
-                elif kind == "tool_result" and not block.get("is_error"):
-                    cls = class_of_use.get(block.get("tool_use_id"), -1)
-                    if cls >= 0:
-                        succeeded[cls] += 1
+                        if attempt > next_attempt.get(s_c, 0):
+                            next_attempt[s_c] = attempt
+                        # Our own id names the planned call: a cheap equality check
+                        # instead of canonical JSON.
+                        planned = calls.get(s_c)
+                        if (
+                            planned is not None
+                            and planned[0].name == name
+                            and planned[0].input == tool_input
+                        ):
+                            cls = planned[1]
+                    if cls < 0:
+                        cls = self._class_by_key.get((str(name), _canonical(tool_input)), -1)
+                    class_of_use[block_id] = cls
+            else:
+                for block in content:
+                    if type(block) is not dict:
+                        block = _block_dict(block)
+                    if block.get("type") == "tool_result" and not block.get("is_error"):
+                        cls = class_of_use.get(block.get("tool_use_id"), -1)
+                        if cls >= 0:
+                            succeeded[cls] += 1
 
         model = self.model or str(request.get("model") or DEFAULT_MODEL)
         for s, slots in enumerate(self._steps):

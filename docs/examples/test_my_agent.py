@@ -24,6 +24,8 @@ from pytest_agentckpt import (
 
 # -- the agent under test: a plain tool loop -------------------------------------------
 
+MODEL = "claude-test-model"  # any name: the fake answers for every model
+
 TOOLS = [
     {
         "name": "get_weather",
@@ -43,7 +45,7 @@ def my_agent(
     messages: list[dict[str, Any]] = [{"role": "user", "content": goal}]
     for _ in range(max_turns):
         reply = client.messages.create(
-            model="claude-sonnet-4-5", max_tokens=1024, tools=TOOLS, messages=messages
+            model=MODEL, max_tokens=1024, tools=TOOLS, messages=messages
         )
         messages.append({"role": "assistant", "content": reply.content})
         if reply.stop_reason != "tool_use":
