@@ -129,12 +129,12 @@ class RedisStore:
         self._script = client.register_script(_SAVE_SCRIPT)
         self._durability: tuple[bool | None, tuple[str, ...]] | None = None
         if warn_if_not_durable:
-            durable, notes = self._probe_durability()
+            durable, _ = self._probe_durability()
             if durable is False:
                 warnings.warn(
                     f"Redis at {self.url} has AOF persistence off (appendonly no): every "
                     "checkpoint is lost when the server restarts. Set 'appendonly yes' "
-                    "(and 'appendfsync always' or 'everysec') in redis.conf. " + " ".join(notes),
+                    "(and 'appendfsync always' or 'everysec') in redis.conf",
                     RedisNotDurableWarning,
                     stacklevel=3,
                 )
