@@ -274,6 +274,9 @@ class FakeMessagesAPI:
     in a :class:`~reference_agent.scripted.PlanModel`). ``validate``: answer invalid
     histories with HTTP 400 as the API does. ``api_key_required``: answer requests with
     no credentials with HTTP 401. ``allow_prefill``: accept a final assistant message.
+Without it, a final assistant message is still accepted when it is a reply this fake
+sent with ``stop_reason: "pause_turn"``: the API lets a paused turn be sent back as is
+to continue it.
 
     >>> from reference_agent.scripted import Plan
     >>> api = FakeMessagesAPI(Plan(steps=(), final_answer="42"))
@@ -295,6 +298,8 @@ class FakeMessagesAPI:
         self.validate = validate
         self.api_key_required = api_key_required
         self.allow_prefill = allow_prefill
+        # Replies sent with stop_reason "pause_turn", by the shape of their content.
+        self._paused: set[tuple[tuple[str, str], ...]] = set()
         #: Every exchange, in the order the answers were built.
         self.exchanges: list[Exchange] = []
         #: What hooks raised while serving over HTTP (:meth:`serve`), where no caller
@@ -464,6 +469,16 @@ class FakeMessagesAPI:
         with self._lock:
             self.exchanges.append(exchange)
 
+    def _continues_paused_turn(self, request: Mapping[str, Any]) -> bool:
+        messages = request.get("messages")
+        if not isinstance(messages, list) or not messages:
+            return False
+        last = messages[-1]
+        if not isinstance(last, dict) or last.get("role") != "assistant":
+            return False
+        with self._lock:
+            return _content_shape(last.get("content")) in self._paused
+
     def _run_hooks(self, event: Literal["request", "response"], index: int, body: Any) -> None:
         for hook in tuple(self._hooks):
             hook(event, index, body)
@@ -539,7 +554,7 @@ class FakeMessagesAPI:
             try:
                 validate_messages(
                     request["messages"],
-                    allow_prefill=self.allow_prefill,
+                    allow_prefill=self.allow_prefill or self._continues_paused_turn(request),
                     thinking=_thinking_enabled(request),
                 )
             except InvalidHistoryError as exc:
@@ -568,6 +583,9 @@ class FakeMessagesAPI:
                 ),
                 model_called=True,
             )
+        if message.get("stop_reason") == "pause_turn":
+            with self._lock:
+                self._paused.add(_content_shape(message.get("content")))
         usage = message.get("usage")
         if isinstance(usage, dict) and not usage.get("input_tokens"):
             usage["input_tokens"] = max(1, len(body) // 4)
@@ -606,6 +624,20 @@ class FakeMessagesAPI:
                 message=message,
             )
         return finish(reply, stream=stream, model_called=True, message=message)
+
+
+def _content_shape(content: Any) -> tuple[tuple[str, str], ...]:
+    """What identifies a reply's content when it comes back: each block's type and its id
+    or text (the SDK may add or drop empty fields when it serializes blocks)."""
+    if isinstance(content, str):
+        return (("text", content),)
+    shape = []
+    for block in content or ():
+        if not isinstance(block, dict):
+            continue
+        key = block.get("id") or block.get("text") or block.get("signature") or ""
+        shape.append((str(block.get("type")), str(key)))
+    return tuple(shape)
 
 
 def _route(path: str) -> str | None:

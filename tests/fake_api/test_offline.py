@@ -233,3 +233,21 @@ def test_serve_drops_the_connection_when_a_hook_crashes() -> None:
     with api.serve() as url, pytest.raises(anthropic.APIConnectionError):
         create(anthropic.Anthropic(api_key="k", base_url=url, max_retries=0))
     assert len(api.server_errors) == 1 and isinstance(api.server_errors[0], Crash)
+
+
+def test_a_paused_turn_sent_back_as_is_is_accepted_but_other_prefills_are_not() -> None:
+    paused = {"content": [{"type": "text", "text": "Searching…"}], "stop_reason": "pause_turn"}
+    api = FakeMessagesAPI(CannedModel([paused, "done", "never"]))
+    client = api.client(max_retries=0)
+    first = client.messages.create(
+        model="m", max_tokens=64, messages=[{"role": "user", "content": "go"}]
+    )
+    assert first.stop_reason == "pause_turn"
+    history = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [b.model_dump(mode="json") for b in first.content]},
+    ]
+    assert client.messages.create(model="m", max_tokens=64, messages=history).content[0].text == "done"
+    other = [{"role": "user", "content": "go"}, {"role": "assistant", "content": "a prefill"}]
+    with pytest.raises(anthropic.BadRequestError, match="prefill"):
+        client.messages.create(model="m", max_tokens=64, messages=other)
