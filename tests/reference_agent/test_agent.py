@@ -350,7 +350,6 @@ def test_pause_turn_sends_the_paused_reply_back_to_continue() -> None:
     api, store = _canned(
         {"content": [{"type": "text", "text": "Searching"}], "stop_reason": "pause_turn"},
         "found it",
-        allow_prefill=True,
     )
     assert run("t", "g", client=api.client(), store=store, tools=Toolbox([])) == "found it"
     assert api.requests[1]["messages"][-1]["role"] == "assistant"
