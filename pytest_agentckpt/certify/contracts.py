@@ -31,6 +31,7 @@ from stores import (
     CorruptCheckpointError,
     UnsupportedSchemaVersionError,
 )
+from stores.codec import dumps
 
 from .comparison import first_difference
 from .concurrency import judge_history, run_process_writers, run_thread_writers
@@ -619,22 +620,34 @@ def check_incremental(ctx: CertifyContext) -> str:
         raise NotCheckable("the store declares incremental saves but exposes no bytes_written counter")
     task_id = ctx.task_id("incr")
     message = {"role": "user", "content": "m" * 200}
+    message_bytes = len(dumps(message))
     current = store.save(Checkpoint(task_id=task_id, messages=[message] * 10))
     per_save: list[int] = []
+    rewrite_cost = 0  # what writing the whole history at every save would have cost
     for _ in range(ctx.budget.incremental_saves):
         before = hooks.bytes_written()
         current = store.save(current.model_copy(update={"messages": [*current.messages, message]}))
         per_save.append(hooks.bytes_written() - before)
+        rewrite_cost += message_bytes * len(current.messages)
+    total = sum(per_save)
     window = max(3, len(per_save) // 10)
     early = sum(per_save[:window]) / window
     late = sum(per_save[-window:]) / window
+    last = 10 + len(per_save)
     ctx.figures["incremental_bytes_per_save"] = {"early": round(early), "late": round(late)}
-    if late > 2 * max(early, 1):
+    # Judged over the whole run, so that an occasional compaction is amortised as it
+    # is in a real run: a store that rewrites the history writes at least its size.
+    if total > rewrite_cost / 2:
         raise ContractFailed(
-            f"bytes written per save grow with the history: {early:.0f} B per save at 10 "
-            f"messages, {late:.0f} B at {10 + len(per_save)} (a whole rewrite each time)"
+            f"{len(per_save)} one-message saves (history 10 to {last} messages) wrote "
+            f"{total:,} B, {total / rewrite_cost:.0%} of rewriting the whole history each "
+            f"time: bytes over a run grow quadratically ({early:.0f} B per save at first, "
+            f"{late:.0f} B at the end)"
         )
-    return f"{early:.0f} B per one-message save at 10 messages, {late:.0f} B at {10 + len(per_save)}"
+    return (
+        f"{len(per_save)} one-message saves wrote {total / rewrite_cost:.0%} of full "
+        f"rewrites; {early:.0f} B per save at 10 messages, {late:.0f} B at {last}"
+    )
 
 
 def check_ttl(ctx: CertifyContext) -> str:

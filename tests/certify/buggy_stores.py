@@ -270,3 +270,21 @@ def make_write_behind(namespace: str) -> WriteBehindStore:
 
 def make_stale_cache(namespace: str) -> StaleCacheStore:
     return StaleCacheStore(_root("stale-cache", namespace))
+
+
+class RewritingStore(DirectoryStore):
+    """Declares incremental saves but rewrites the whole history at every save."""
+
+    certify_capabilities = frozenset({"incremental"})
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.bytes_written = 0
+
+    def _write(self, task_id: str, data: bytes) -> None:
+        super()._write(task_id, data)
+        self.bytes_written += len(data)
+
+
+def make_rewriting(namespace: str) -> RewritingStore:
+    return RewritingStore(_root("rewriting", namespace))

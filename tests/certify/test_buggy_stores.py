@@ -58,3 +58,11 @@ def test_lossy_store_is_caught_on_a_big_integer_in_the_fixed_examples() -> None:
     report = certify("tests.certify.buggy_stores:make_lossy", quick=True, seed=1,
                      only=["round_trip"], figures=False)
     assert report.result("round_trip").outcome is Outcome.FAILED
+
+
+def test_store_declaring_incremental_saves_but_rewriting_fails_only_incremental() -> None:
+    report = _certify("rewriting")
+    assert _failed(report) == {"incremental"}
+    assert "quadratically" in report.result("incremental").summary
+    # An optional contract failing does not block certification of the required ones.
+    assert report.exit_code() == 0

@@ -1,0 +1,62 @@
+"""``pytest --agentckpt-certify`` and the importable test: contracts as ordinary tests."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    env.pop("CI", None)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rfs",
+         "--rootdir", str(tmp_path), "-c", os.devnull, *args],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )
+
+
+def test_option_adds_one_passing_test_per_contract_for_a_correct_store(tmp_path: Path) -> None:
+    result = _pytest(tmp_path, "--agentckpt-certify", "pytest_agentckpt.certify.builtin:memory",
+                     "--agentckpt-certify-quick", "--agentckpt-certify-seed", "3")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "agentckpt certify: pytest_agentckpt.certify.builtin:memory (seed 3" in result.stdout
+    assert "10 passed, 6 skipped" in result.stdout  # 4 process contracts + 2 optional n/a
+    assert "not applicable" in result.stdout
+
+
+def test_broken_contract_is_an_ordinary_test_failure_with_reproduction(tmp_path: Path) -> None:
+    result = _pytest(tmp_path, "--agentckpt-certify", "tests.certify.buggy_stores:make_none_on_corrupt",
+                     "--agentckpt-certify-quick", "--agentckpt-certify-seed", "4")
+    assert result.returncode == 1
+    assert "1 failed" in result.stdout
+    failed = [line for line in result.stdout.splitlines() if line.startswith("FAILED")]
+    assert len(failed) == 1
+    assert failed[0].endswith(
+        "agentckpt-certify[tests.certify.buggy_stores:make_none_on_corrupt]::corruption_reported"
+    )
+    assert "--only corruption_reported --seed 4" in result.stdout
+
+
+def test_bad_factory_is_a_usage_error(tmp_path: Path) -> None:
+    result = _pytest(tmp_path, "--agentckpt-certify", "no_such_module_abc:make")
+    assert result.returncode == 4  # pytest's usage-error exit code
+    assert "cannot import module 'no_such_module_abc'" in result.stderr
+
+
+def test_importable_test_certifies_the_factory_a_fixture_names(tmp_path: Path) -> None:
+    (tmp_path / "test_my_store.py").write_text(
+        "import pytest\n"
+        "from pytest_agentckpt.fixtures.certify import test_checkpoint_store_contract  # noqa\n"
+        "@pytest.fixture(scope='session')\n"
+        "def certify_store_factory():\n"
+        "    return 'tests.certify.buggy_stores:make_aliasing'\n"
+    )
+    result = _pytest(tmp_path, "--agentckpt-certify-quick", "test_my_store.py")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "1 failed" in result.stdout
+    assert "test_checkpoint_store_contract[no_aliasing]" in result.stdout
