@@ -113,6 +113,7 @@ class DirectoryStore:
             data = self._read(task_id)
         return None if data is None else self._decode(task_id, data)
 
+    # --8<-- [start:save]
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
         task_id = checkpoint.task_id
         with self._locked(exclusive=True):
@@ -126,6 +127,8 @@ class DirectoryStore:
             self._write(task_id, self._encode(saved))
         # Return a decoded copy: the caller's lists must not be the returned ones.
         return self._decode(task_id, self._encode(saved))
+
+    # --8<-- [end:save]
 
     def delete(self, task_id: str) -> None:
         with self._locked(exclusive=True), contextlib.suppress(FileNotFoundError):
