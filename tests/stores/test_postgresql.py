@@ -400,7 +400,14 @@ def test_acknowledged_saves_survive_sigkill_of_the_server(
         with pytest.raises(StoreUnavailableError, match="save"):
             store.save(checkpoint)
         private_postgres.start()
-        loaded = store.load("t1")
+        # The pool reconnects in the background with backoff after failed attempts, so
+        # the same store object recovers within a few seconds without being reopened.
+        deadline, loaded = time.monotonic() + 20, None
+        while loaded is None and time.monotonic() < deadline:
+            try:
+                loaded = store.load("t1")
+            except StoreUnavailableError:
+                time.sleep(0.2)
         assert loaded is not None
         assert (loaded.version, len(loaded.messages)) == (21, 20)
     finally:
