@@ -158,6 +158,9 @@ class PrivatePostgres:
                 # not reach a data directory inside them.
                 self._own_dir = Path(tempfile.mkdtemp(prefix="agentckpt-pg-"))
                 shutil.chown(self._own_dir, "postgres", "postgres")
+                # This directory is outside base_dir, so a caller that only stop()s (and
+                # lets its temporary base_dir go) could not clean it: do it at exit.
+                atexit.register(self.remove)
                 (self.base_dir / "data-dir").write_text(str(self._own_dir))
             else:
                 self._own_dir = self.base_dir / "pgdata-parent"
@@ -277,7 +280,7 @@ class PrivatePostgres:
         self._wait_stopped(15)
 
     def remove(self) -> None:
-        """Stop the server and delete its data directory."""
+        """Stop the server and delete its data directory (also done at interpreter exit)."""
         self.stop()
         if self._own_dir is not None:
             shutil.rmtree(self._own_dir, ignore_errors=True)
