@@ -312,11 +312,14 @@ def test_no_lost_update_across_processes(store: SQLiteStore, db_path: Path) -> N
     processes, increments = 3, 10
     with multiprocessing.get_context("spawn").Pool(processes) as pool:
         results = pool.starmap(
-            _increment_in_process, [(str(db_path), "shared", increments, 300)] * processes
+            _increment_in_process, [(str(db_path), "shared", increments, 1000)] * processes
         )
     final = store.load("shared")
     assert final is not None
-    assert final.artifacts["counter"] == sum(results) == processes * increments
+    # No lost update: every acknowledged save is counted...
+    assert final.artifacts["counter"] == sum(results)
+    # ...and every process got its saves in within its bounded attempts.
+    assert results == [increments] * processes
     assert len({m["content"] for m in final.messages}) == processes * increments
 
 
