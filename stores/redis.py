@@ -126,6 +126,8 @@ class RedisStore:
         self.key_prefix = key_prefix
         self.url = redact_url(url)
         self._tracker = PrefixTracker()
+        #: Payload bytes (heads and messages) the saves of this instance sent to Redis.
+        self.bytes_written = 0
         self._script = client.register_script(_SAVE_SCRIPT)
         self._durability: tuple[bool | None, tuple[str, ...]] | None = None
         if warn_if_not_durable:
@@ -286,6 +288,7 @@ class RedisStore:
         if status != _OK:
             self._tracker.forget(task_id)
             raise CorruptCheckpointError(task_id, f"unexpected save status {status}")
+        self.bytes_written += len(head) + sum(len(raw) for raw in plan.encoded)
         self._tracker.saved(task_id, new_version, plan)
         return saved
 
