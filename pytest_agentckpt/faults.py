@@ -1,0 +1,598 @@
+"""Fault injection: crashes at named points, store outages and slow stores.
+
+The harness sees an agent only from outside, through three doors, and every fault point
+is observed at one of them:
+
+================================  ===========================================================
+point                             where the harness observes it
+================================  ===========================================================
+``iteration_start``               model transport: a request whose ``messages`` differ from
+                                  the previous request's (a retry of the same body after an
+                                  API error is not a new iteration); fires before
+                                  ``before_model_call``
+``before_model_call``             model transport: a request arrived, before the model is
+                                  consulted (the model never sees it)
+``after_model_call``              model transport: the model answered, the response is built,
+                                  but the agent never receives it
+``between_parallel_tools``        toolbox: a tool call that is not the first since the last
+                                  model response (the second and later calls of a batch);
+                                  fires before ``before_tool_effect``
+``before_tool_effect``            toolbox: the agent called the tool, before its function runs
+``after_tool_effect``             toolbox: the function ran (an irreversible effect is in the
+                                  World), before the result reaches the agent
+``before_checkpoint_write``       store: ``save`` was called, nothing written
+``after_checkpoint_write``        store: ``save`` wrote durably, then the crash: the agent
+                                  never sees the acknowledgement
+================================  ===========================================================
+
+A crash is :class:`Crash`, a ``BaseException``: ``except Exception`` in an agent cannot
+swallow it. After it the harness drops the agent and calls ``run`` again with the same task
+id. Which occurrence of which point crashes is a :class:`FaultPlan`.
+
+>>> plan = FaultPlan(crashes=(CrashAt("after_tool_effect", 1),))
+>>> plan.describe()
+'crash at after_tool_effect #1'
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
+
+from .timeline import Timeline
+
+if TYPE_CHECKING:
+    from reference_agent.toolbox import ToolResult, ToolSpec
+    from stores import (
+        Checkpoint,
+        CheckpointStatus,
+        CheckpointStore,
+        CheckpointSummary,
+        StoreInfo,
+    )
+
+__all__ = [
+    "API_FAULT_KINDS",
+    "FAULT_KINDS",
+    "FAULT_POINTS",
+    "STORE_FAULT_KINDS",
+    "ApiFault",
+    "ApiFaultKind",
+    "Crash",
+    "CrashAt",
+    "FaultInjector",
+    "FaultKind",
+    "FaultPlan",
+    "FaultPoint",
+    "FaultyStore",
+    "InstrumentedToolbox",
+    "StoreFault",
+    "StoreFaultKind",
+    "StoreOperation",
+    "WorldLike",
+    "instrument_toolbox",
+]
+
+FaultPoint = Literal[
+    "iteration_start",
+    "before_model_call",
+    "after_model_call",
+    "between_parallel_tools",
+    "before_tool_effect",
+    "after_tool_effect",
+    "before_checkpoint_write",
+    "after_checkpoint_write",
+]
+#: Every crash point, in the order an iteration meets them.
+FAULT_POINTS: tuple[FaultPoint, ...] = get_args(FaultPoint)
+
+ApiFaultKind = Literal[
+    "rate_limit", "server_error", "overloaded", "timeout", "disconnect", "lost_response"
+]
+#: API faults, injected through the fake Messages API.
+API_FAULT_KINDS: tuple[ApiFaultKind, ...] = get_args(ApiFaultKind)
+
+StoreFaultKind = Literal["store_outage", "slow_store"]
+#: Store faults, injected by :class:`FaultyStore`.
+STORE_FAULT_KINDS: tuple[StoreFaultKind, ...] = get_args(StoreFaultKind)
+
+FaultKind = FaultPoint | ApiFaultKind | StoreFaultKind
+#: Every name ``fuzz(fault_kinds=...)`` accepts.
+FAULT_KINDS: tuple[str, ...] = FAULT_POINTS + API_FAULT_KINDS + STORE_FAULT_KINDS
+
+
+class Crash(BaseException):
+    """The agent process "dies" here: raised at a fault point by the harness.
+
+    A ``BaseException`` so that ``except Exception`` in the agent cannot swallow it,
+    exactly as ``except Exception`` cannot catch a SIGKILL.
+
+    >>> issubclass(Crash, Exception)
+    False
+    """
+
+    def __init__(self, point: FaultPoint, occurrence: int) -> None:
+        super().__init__(f"injected crash at {point} #{occurrence}")
+        self.point = point
+        self.occurrence = occurrence
+
+
+@dataclass(frozen=True, order=True)
+class CrashAt:
+    """Crash at the ``occurrence``-th time (1-based, counted across resumes) ``point`` is met."""
+
+    point: FaultPoint
+    occurrence: int = 1
+
+    def __post_init__(self) -> None:
+        if self.point not in FAULT_POINTS:
+            raise ValueError(f"point must be one of {FAULT_POINTS}, not {self.point!r}")
+        if self.occurrence < 1:
+            raise ValueError(f"occurrence must be >= 1, not {self.occurrence}")
+
+
+@dataclass(frozen=True, order=True)
+class ApiFault:
+    """The ``request``-th model request (1-based, across resumes) fails with ``kind``.
+
+    ``lost_response``: the model answers but the response never arrives (the SDK sees a
+    dropped connection and retries).
+    """
+
+    kind: ApiFaultKind
+    request: int = 1
+
+    def __post_init__(self) -> None:
+        if self.kind not in API_FAULT_KINDS:
+            raise ValueError(f"kind must be one of {API_FAULT_KINDS}, not {self.kind!r}")
+        if self.request < 1:
+            raise ValueError(f"request must be >= 1, not {self.request}")
+
+
+StoreOperation = Literal["load", "save"]
+
+
+@dataclass(frozen=True, order=True)
+class StoreFault:
+    """The ``occurrence``-th ``operation`` (``load`` or ``save``, counted across resumes)
+    and the ``length - 1`` after it fail with ``StoreUnavailableError`` (``store_outage``)
+    or take ``delay`` seconds longer (``slow_store``).
+
+    ``StoreFault("store_outage", "load", 2)`` is the load of the first resume.
+    """
+
+    kind: StoreFaultKind
+    operation: StoreOperation = "save"
+    occurrence: int = 1
+    length: int = 1
+    delay: float = 0.001
+
+    def __post_init__(self) -> None:
+        if self.kind not in STORE_FAULT_KINDS:
+            raise ValueError(f"kind must be one of {STORE_FAULT_KINDS}, not {self.kind!r}")
+        if self.operation not in ("load", "save"):
+            raise ValueError(f"operation must be 'load' or 'save', not {self.operation!r}")
+        if self.occurrence < 1 or self.length < 1:
+            raise ValueError("occurrence and length must be >= 1")
+        if self.delay < 0:
+            raise ValueError("delay must be >= 0")
+
+    def covers(self, operation: str, n: int) -> bool:
+        """Whether the ``n``-th ``operation`` is hit by this fault."""
+        return operation == self.operation and self.occurrence <= n < self.occurrence + self.length
+
+
+@dataclass(frozen=True)
+class FaultPlan:
+    """Which faults a scenario injects: crashes, API faults and store faults.
+
+    Occurrences count across the whole scenario (the first run and every resume), so a
+    plan names one moment in the life of the task however many times it crashed before.
+
+    >>> FaultPlan(crashes=(CrashAt("before_model_call", 2),), api_faults=(ApiFault("rate_limit"),)).describe()
+    'crash at before_model_call #2; API rate_limit on request #1'
+    """
+
+    crashes: tuple[CrashAt, ...] = ()
+    api_faults: tuple[ApiFault, ...] = ()
+    store_faults: tuple[StoreFault, ...] = ()
+
+    @property
+    def size(self) -> int:
+        """The number of faults in the plan (what shrinking minimises)."""
+        return len(self.crashes) + len(self.api_faults) + len(self.store_faults)
+
+    def describe(self) -> str:
+        """A one-line summary, the form failure reports show."""
+        parts = [f"crash at {c.point} #{c.occurrence}" for c in self.crashes]
+        parts += [f"API {f.kind} on request #{f.request}" for f in self.api_faults]
+        for s in self.store_faults:
+            span = f"#{s.occurrence}" if s.length == 1 else f"#{s.occurrence}-#{s.occurrence + s.length - 1}"
+            what = "outage" if s.kind == "store_outage" else f"delay {s.delay}s"
+            parts.append(f"store {what} on {s.operation} {span}")
+        return "; ".join(parts) or "no faults"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-safe form (for process mode and reports)."""
+        return {
+            "crashes": [[c.point, c.occurrence] for c in self.crashes],
+            "api_faults": [[f.kind, f.request] for f in self.api_faults],
+            "store_faults": [
+                [s.kind, s.operation, s.occurrence, s.length, s.delay] for s in self.store_faults
+            ],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FaultPlan:
+        """The inverse of :meth:`to_dict`."""
+        return cls(
+            crashes=tuple(CrashAt(p, o) for p, o in data.get("crashes", ())),
+            api_faults=tuple(ApiFault(k, r) for k, r in data.get("api_faults", ())),
+            store_faults=tuple(StoreFault(*fault) for fault in data.get("store_faults", ())),
+        )
+
+
+class WorldLike(Protocol):
+    """What the harness needs of ``reference_agent.world.World``."""
+
+    def perform(
+        self,
+        tool: str,
+        input: Mapping[str, Any],
+        *,
+        idempotency_key: str | None,
+        honour_key: bool,
+        effect: Callable[[], str],
+    ) -> str: ...
+
+
+class FaultInjector:
+    """The live state of one scenario's faults: occurrence counters and the timeline.
+
+    One injector serves every attempt of a scenario, so counts span resumes.
+    """
+
+    def __init__(self, plan: FaultPlan | None = None, timeline: Timeline | None = None) -> None:
+        self.plan = plan or FaultPlan()
+        self.timeline = timeline if timeline is not None else Timeline()
+        self.hits: Counter[str] = Counter()
+        self.crashes = 0
+        self.store_ops: Counter[str] = Counter()
+        self._armed: dict[tuple[str, int], CrashAt] = {(c.point, c.occurrence): c for c in self.plan.crashes}
+        self._api_faults = {f.request: f for f in self.plan.api_faults}
+        self._last_request: Any = None
+        self._calls_since_response = 0
+        self._request_index = 0
+        #: Where API faults go: the fake API's ``fail_next`` (set by the harness).
+        self.api_sink: Callable[[str], None] | None = None
+
+    def disarm(self) -> None:
+        """Inject nothing more (for the run of a completed task)."""
+        self._armed.clear()
+        self._api_faults.clear()
+        self.plan = FaultPlan()
+
+    # -- crash points ------------------------------------------------------------------
+    def hit(self, point: FaultPoint) -> None:
+        """Count one occurrence of ``point``; raise :class:`Crash` if the plan says so."""
+        self.hits[point] += 1
+        occurrence = self.hits[point]
+        if self._armed.pop((point, occurrence), None) is not None:
+            self.crashes += 1
+            self.timeline.add("crash", point=point, occurrence=occurrence)
+            raise Crash(point, occurrence)
+
+    def attempt_started(self) -> None:
+        """A new attempt: its first model request opens an iteration, and tool calls of an
+        unfinished batch no longer count as parallel."""
+        self._calls_since_response = 0
+        self._last_request = None
+
+    # -- model transport -----------------------------------------------------------------
+    def model_hook(self, event: str, index: int, body: Any) -> None:
+        """The fake Messages API's hook: ``event`` is ``"request"`` or ``"response"``."""
+        if event == "request":
+            messages = body.get("messages", []) if isinstance(body, dict) else []
+            self._request_index += 1
+            thinking = body.get("thinking") if isinstance(body, dict) else None
+            self.timeline.add(
+                "model_request",
+                index=self._request_index,
+                messages=messages,
+                thinking=isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive"),
+            )
+            fault = self._api_faults.pop(self._request_index, None)
+            if fault is not None and self.api_sink is not None:
+                # The fake takes its queued fault after the hooks: it hits this request.
+                self.timeline.add("api_fault", fault=fault.kind, index=self._request_index)
+                self.api_sink(fault.kind)
+            if messages != self._last_request:
+                self._last_request = messages
+                self.hit("iteration_start")
+            self.hit("before_model_call")
+        elif event == "response":
+            status, payload = _response_parts(body)
+            tool_uses = []
+            text = ""
+            if isinstance(payload, dict):
+                for block in payload.get("content") or ():
+                    if block.get("type") == "tool_use":
+                        tool_uses.append((block.get("id"), block.get("name"), block.get("input")))
+                    elif block.get("type") == "text":
+                        text += block.get("text", "")
+            self.timeline.add(
+                "model_response", index=self._request_index, status=status, tool_uses=tool_uses, text=text
+            )
+            if status == 200:
+                self._calls_since_response = 0
+                self.hit("after_model_call")
+
+    # -- toolbox ---------------------------------------------------------------------------
+    def tool_called(self, tool: str, input: Mapping[str, Any], key: str | None) -> None:
+        """The agent called a tool (before its function runs)."""
+        self.timeline.add("tool_call", tool=tool, input=dict(input), key=key)
+        if self._calls_since_response > 0:
+            self._calls_since_response += 1
+            self.hit("between_parallel_tools")
+        else:
+            self._calls_since_response += 1
+        self.hit("before_tool_effect")
+
+    def effect_performed(self, tool: str, input: Mapping[str, Any], key: str | None, fresh: bool) -> None:
+        """The tool's function ran; ``fresh`` is False when the World replayed a key."""
+        if fresh:
+            self.timeline.add("effect", tool=tool, input=dict(input), key=key)
+
+    # -- store -------------------------------------------------------------------------------
+    def store_operation(self, operation: str) -> None:
+        """Count a load or save; inject the outage or delay the plan names for it."""
+        self.store_ops[operation] += 1
+        for fault in self.plan.store_faults:
+            if not fault.covers(operation, self.store_ops[operation]):
+                continue
+            if fault.kind == "store_outage":
+                from stores import StoreUnavailableError
+
+                self.timeline.add("store_outage", operation=operation)
+                raise StoreUnavailableError(f"injected store outage on {operation}")
+            self.timeline.add("store_delay", operation=operation, seconds=fault.delay)
+            time.sleep(fault.delay)
+
+
+def _response_parts(body: Any) -> tuple[int | None, Any]:
+    # The fake reports the response either as {"status", "body"} or as the bare body.
+    if isinstance(body, dict) and "status" in body and ("body" in body or "json" in body):
+        return body.get("status"), body.get("body", body.get("json"))
+    if isinstance(body, dict) and body.get("type") == "error":
+        return None, body
+    return 200, body
+
+
+class FaultyStore:
+    """A :class:`~stores.CheckpointStore` wrapper that injects store faults and crashes.
+
+    Every successful save is recorded in the timeline as a durable write (the oracles use
+    them); ``before_checkpoint_write`` and ``after_checkpoint_write`` crash around it.
+
+    >>> from stores import open_store
+    >>> store = FaultyStore(open_store("memory://"), FaultInjector())
+    >>> store.load("t") is None
+    True
+    """
+
+    def __init__(self, inner: CheckpointStore, injector: FaultInjector) -> None:
+        self.inner = inner
+        self.injector = injector
+
+    def load(self, task_id: str) -> Checkpoint | None:
+        self.injector.store_operation("load")
+        checkpoint = self.inner.load(task_id)
+        if checkpoint is None:
+            self.injector.timeline.add("store_load", found=False)
+        else:
+            self.injector.timeline.add(
+                "store_load", found=True, version=checkpoint.version, iteration=checkpoint.iteration
+            )
+        return checkpoint
+
+    def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        from stores import ConflictError, StoreUnavailableError
+
+        injector = self.injector
+        try:
+            injector.store_operation("save")
+        except StoreUnavailableError as exc:
+            injector.timeline.add("store_save_failed", error=str(exc), reason="outage")
+            raise
+        injector.hit("before_checkpoint_write")
+        try:
+            saved = self.inner.save(checkpoint)
+        except ConflictError as exc:
+            injector.timeline.add("store_save_failed", error=str(exc), reason="conflict")
+            raise
+        # A deep copy through JSON (what the store wrote): the agent may go on mutating
+        # the message objects it saved, and the oracles need this save's view.
+        injector.timeline.add(
+            "store_save",
+            version=saved.version,
+            iteration=saved.iteration,
+            status=saved.status,
+            messages=json.loads(json.dumps(saved.messages, default=str)),
+        )
+        injector.hit("after_checkpoint_write")
+        return saved
+
+    def delete(self, task_id: str) -> None:
+        self.inner.delete(task_id)
+        self.injector.timeline.add("store_delete", task_id=task_id)
+
+    def list_checkpoints(
+        self,
+        *,
+        status: CheckpointStatus | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> list[CheckpointSummary]:
+        return self.inner.list_checkpoints(status=status, metadata=metadata)
+
+    def info(self) -> StoreInfo:
+        return self.inner.info()
+
+    def close(self) -> None:
+        # The harness owns the inner store's lifetime; an agent closing it must not end it.
+        return None
+
+
+class _ToolError(Exception):
+    """A tool answered with an error result: no effect to record."""
+
+    def __init__(self, result: ToolResult) -> None:
+        super().__init__("tool error")
+        self.result = result
+
+
+class InstrumentedToolbox:
+    """A toolbox that records every call and irreversible effect and injects crashes.
+
+    It offers the toolbox contract (``definitions``, ``spec``, ``call``) and forwards
+    anything else to the team's toolbox. Irreversible effects go through the World:
+    ``world.perform`` honours idempotency keys for tools declared ``idempotent``.
+    """
+
+    def __init__(self, tools: Any, world: WorldLike, injector: FaultInjector) -> None:
+        self._tools = tools
+        self._world = world
+        self._injector = injector
+        replace = getattr(tools, "replace_functions", None)
+        # The reference Toolbox lets us wrap each function, which keeps its own error
+        # handling; any other toolbox is wrapped at ``call``.
+        self._inner = replace(self._wrap_function) if callable(replace) else None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tools, name)
+
+    def __iter__(self) -> Any:
+        return iter(self._tools)
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def definitions(self) -> list[dict[str, Any]]:
+        return list(self._tools.definitions())
+
+    def spec(self, name: str) -> ToolSpec:
+        return self._tools.spec(name)  # type: ignore[no-any-return]
+
+    def call(self, name: str, input: Mapping[str, Any], *, idempotency_key: str | None = None) -> ToolResult:
+        self._injector.tool_called(name, input, idempotency_key)
+        if self._inner is not None:
+            self._current_key = idempotency_key
+            return self._inner.call(name, input, idempotency_key=idempotency_key)  # type: ignore[no-any-return]
+        return self._call_wrapped(name, input, idempotency_key)
+
+    # -- the reference Toolbox path: wrap each function ---------------------------------
+    _current_key: str | None = None
+
+    def _wrap_function(self, spec: ToolSpec) -> Callable[..., Any]:
+        function = spec.function
+        injector = self._injector
+
+        def instrumented(**kwargs: Any) -> Any:
+            key = kwargs.get("idempotency_key") if spec.idempotent else self._current_key
+            tool_input = {k: v for k, v in kwargs.items() if not (spec.idempotent and k == "idempotency_key")}
+            if not spec.irreversible:
+                result = function(**kwargs)
+                injector.hit("after_tool_effect")
+                return result
+            value = self._perform(spec, tool_input, key, lambda: function(**kwargs))
+            injector.hit("after_tool_effect")
+            return value
+
+        return instrumented
+
+    def _perform(self, spec: ToolSpec, tool_input: dict[str, Any], key: str | None, effect: Callable[[], Any]) -> Any:
+        produced: list[Any] = []
+
+        def recorded() -> str:
+            value = effect()
+            produced.append(value)
+            return value if isinstance(value, str) else _as_text(value)
+
+        text = self._world.perform(
+            spec.name, tool_input, idempotency_key=key, honour_key=spec.idempotent, effect=recorded
+        )
+        self._injector.effect_performed(spec.name, tool_input, key, fresh=bool(produced))
+        return produced[0] if produced else text
+
+    # -- any other toolbox: wrap ``call`` ------------------------------------------------
+    def _call_wrapped(self, name: str, input: Mapping[str, Any], key: str | None) -> ToolResult:
+        spec = self._tools.spec(name)
+        if not spec.irreversible:
+            result = self._tools.call(name, input, idempotency_key=key)
+            self._injector.hit("after_tool_effect")
+            return result  # type: ignore[no-any-return]
+
+        def effect() -> Any:
+            result = self._tools.call(name, input, idempotency_key=key)
+            if result.is_error:
+                raise _ToolError(result)
+            return result
+
+        try:
+            value = self._perform(spec, dict(input), key, effect)
+        except _ToolError as exc:
+            return exc.result
+        self._injector.hit("after_tool_effect")
+        if isinstance(value, str):
+            from reference_agent.toolbox import ToolResult
+
+            return ToolResult(value)
+        return value  # type: ignore[no-any-return]
+
+
+def _as_text(value: Any) -> str:
+    content = getattr(value, "content", value)
+    if isinstance(content, str):
+        return content
+    return json.dumps(content, sort_keys=True, default=str)
+
+
+def instrument_toolbox(tools: Any, world: WorldLike, injector: FaultInjector) -> InstrumentedToolbox:
+    """Wrap a team's toolbox so that calls and effects are observed and crash points fire.
+
+    >>> from reference_agent.toolbox import Toolbox, tool
+    >>> class Log:
+    ...     def perform(self, tool, input, *, idempotency_key, honour_key, effect):
+    ...         return effect()
+    >>> @tool(irreversible=True)
+    ... def send(to: str) -> str:
+    ...     return "sent"
+    >>> box = instrument_toolbox(Toolbox([send]), Log(), FaultInjector())
+    >>> box.call("send", {"to": "a"}).content
+    'sent'
+    """
+    return InstrumentedToolbox(tools, world, injector)
+
+
+def plan_crash_points(plan: FaultPlan) -> Sequence[FaultPoint]:
+    """The points at which ``plan`` crashes, in plan order."""
+    return [c.point for c in plan.crashes]
+
+
+def parse_fault_kinds(kinds: Iterable[str] | None) -> frozenset[str]:
+    """Validate ``fault_kinds``: every name must be a fault point, API fault or store fault."""
+    if kinds is None:
+        return frozenset(FAULT_KINDS)
+    if isinstance(kinds, str):
+        kinds = [kinds]
+    chosen = frozenset(kinds)
+    unknown = sorted(chosen - set(FAULT_KINDS))
+    if unknown:
+        raise ValueError(f"fault_kinds: unknown {unknown}; choose from {', '.join(FAULT_KINDS)}")
+    return chosen

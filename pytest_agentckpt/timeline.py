@@ -1,0 +1,183 @@
+"""What the harness saw of a run, in order: the evidence the oracles judge.
+
+The harness observes an agent only from outside: the model client's transport, the
+toolbox and the checkpoint store. Each observation becomes an :class:`Event` in one
+:class:`Timeline`, numbered in the order it happened across every attempt (the first run
+and each resume after a crash), so that "an effect before a crash before the next durable
+write" is a question about sequence numbers.
+
+>>> timeline = Timeline()
+>>> timeline.start_attempt()
+1
+>>> timeline.add("crash", point="before_model_call", occurrence=1).kind
+'crash'
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = ["Event", "EventKind", "Timeline"]
+
+EventKind = Literal[
+    "attempt_start",
+    "attempt_end",
+    "model_request",
+    "model_response",
+    "api_fault",
+    "crash",
+    "tool_call",
+    "effect",
+    "store_load",
+    "store_save",
+    "store_save_failed",
+    "store_delete",
+    "store_outage",
+    "store_delay",
+]
+
+
+@dataclass
+class Event:
+    """One observation: ``seq`` orders events across attempts; ``data`` depends on kind.
+
+    ``model_request``: ``index``, ``messages``; ``model_response``: ``index``, ``status``,
+    ``tool_uses`` (list of ``(id, name, input)``); ``crash``: ``point``, ``occurrence``;
+    ``tool_call``: ``tool``, ``input``, ``key``; ``effect``: ``tool``, ``input``, ``key``;
+    ``store_save``: ``version``, ``iteration``, ``status``, ``messages``;
+    ``store_load``: ``found``, ``version``, ``iteration``.
+    """
+
+    seq: int
+    attempt: int
+    kind: EventKind
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def _short(value: Any, limit: int = 90) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class Timeline:
+    """An append-only list of :class:`Event`, with attempt numbering."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.attempt = 0
+
+    def __iter__(self) -> Iterator[Event]:
+        return iter(self.events)
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    def start_attempt(self) -> int:
+        """Open the next attempt (the first run is attempt 1) and return its number."""
+        self.attempt += 1
+        self.add("attempt_start")
+        return self.attempt
+
+    def add(self, kind: EventKind, **data: Any) -> Event:
+        """Record an event of ``kind`` in the current attempt."""
+        event = Event(len(self.events), self.attempt, kind, data)
+        self.events.append(event)
+        return event
+
+    def of(self, *kinds: EventKind) -> list[Event]:
+        """The events of the given kinds, in order."""
+        return [event for event in self.events if event.kind in kinds]
+
+    def describe(self, event: Event) -> str:
+        """One readable line for ``event``."""
+        d = event.data
+        kind = event.kind
+        if kind == "attempt_start":
+            return f"--- attempt {event.attempt} starts" + (" (resume)" if event.attempt > 1 else "")
+        if kind == "attempt_end":
+            return f"--- attempt {event.attempt} ends: {d.get('outcome')} {_short(d.get('detail', ''))}"
+        if kind == "model_request":
+            n = len(d.get("messages", ()))
+            return f"model request #{d['index']} ({n} messages, last: {_last_summary(d.get('messages'))})"
+        if kind == "model_response":
+            uses = ", ".join(f"{name}({_short(inp, 40)}) id={tid}" for tid, name, inp in d.get("tool_uses", ()))
+            what = f"tool_use: {uses}" if uses else f"text: {_short(d.get('text', ''), 50)}"
+            return f"model response #{d['index']} status {d.get('status')} -> {what}"
+        if kind == "api_fault":
+            return f"API fault {d.get('fault')} on request #{d.get('index')}"
+        if kind == "crash":
+            return f"CRASH at {d['point']} (occurrence {d['occurrence']})"
+        if kind == "tool_call":
+            return f"tool call {d['tool']}({_short(d['input'], 60)}) key={d.get('key')}"
+        if kind == "effect":
+            return f"effect {d['tool']}({_short(d['input'], 60)}) key={d.get('key')}"
+        if kind == "store_load":
+            if not d.get("found"):
+                return "checkpoint load: none"
+            return f"checkpoint load: version {d.get('version')}, iteration {d.get('iteration')}"
+        if kind == "store_save":
+            return (
+                f"checkpoint written: version {d.get('version')}, iteration {d.get('iteration')}, "
+                f"status {d.get('status')}, {len(d.get('messages', ()))} messages"
+            )
+        if kind == "store_save_failed":
+            return f"checkpoint write failed: {_short(d.get('error', ''))}"
+        if kind == "store_delete":
+            return f"checkpoint deleted ({d.get('task_id')})"
+        if kind == "store_outage":
+            return f"store outage injected on {d.get('operation')}"
+        if kind == "store_delay":
+            return f"store delay {d.get('seconds')}s on {d.get('operation')}"
+        return f"{kind} {_short(d)}"
+
+    def format(
+        self,
+        *,
+        marks: dict[int, str] | None = None,
+        limit: int = 200,
+    ) -> str:
+        """The timeline as text, with ``marks`` (seq -> note) shown on their lines.
+
+        Long timelines keep the marked events and those around them, within ``limit``.
+        """
+        marks = marks or {}
+        lines = []
+        shown = self._shown(marks, limit)
+        previous = -1
+        for event in self.events:
+            if event.seq not in shown:
+                continue
+            if event.seq != previous + 1 and previous >= 0:
+                lines.append("      ...")
+            previous = event.seq
+            note = f"   <-- {marks[event.seq]}" if event.seq in marks else ""
+            lines.append(f"  {event.seq:4d} [a{event.attempt}] {self.describe(event)}{note}")
+        return "\n".join(lines)
+
+    def _shown(self, marks: dict[int, str], limit: int) -> set[int]:
+        if len(self.events) <= limit:
+            return {event.seq for event in self.events}
+        keep: set[int] = set()
+        for seq in marks:
+            keep.update(range(max(0, seq - 5), seq + 3))
+        for event in self.events:
+            if event.kind in ("crash", "attempt_start", "attempt_end"):
+                keep.add(event.seq)
+        return {seq for seq in keep if seq < len(self.events)}
+
+
+def _last_summary(messages: Iterable[Any] | None) -> str:
+    items = list(messages or ())
+    if not items:
+        return "none"
+    last = items[-1]
+    if not isinstance(last, dict):
+        return "?"
+    content = last.get("content")
+    if isinstance(content, str):
+        return f"{last.get('role')} text"
+    kinds = [block.get("type", "?") for block in content or () if isinstance(block, dict)]
+    return f"{last.get('role')} [{', '.join(kinds)}]"

@@ -1,0 +1,180 @@
+"""A small checkpointed agent loop, correct by default, with switches that plant one bug.
+
+Each known-buggy agent module turns on exactly one switch, so a test that catches it
+proves that the harness finds that bug and no other. With every switch off the loop is a
+second correct agent (independent of the reference agent) that the harness must pass.
+
+The correct loop: load (errors propagate); return a completed task's answer; repair the
+history (answer every pending ``tool_use``, keeping results already present, settling
+irreversible calls from the write-ahead ledger); then ask, save, run the tools (intent
+saved before an irreversible effect, outcome after), save, repeat.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from stores import ActionRecord, Checkpoint, CheckpointStore, RecordedResult
+
+logger = logging.getLogger(__name__)
+
+UNKNOWN = "UNKNOWN OUTCOME: a crash hid whether this action happened; verify before retrying."
+
+
+@dataclass(frozen=True)
+class Bugs:
+    """The switches; each is one bug from DESIGN.md's list."""
+
+    no_repair: bool = False
+    repair_only_if_last_assistant: bool = False
+    budget_resets: bool = False
+    load_error_is_none: bool = False
+    checkpoint_after_result: bool = False
+
+
+def _key(task_id: str, tool_use_id: str) -> str:
+    return "k-" + hashlib.sha256(f"{task_id}:{tool_use_id}".encode()).hexdigest()[:16]
+
+
+def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message.get("content")
+    return [] if isinstance(content, str) else list(content or [])
+
+
+def make_agent(bugs: Bugs = Bugs(), *, max_iterations: int = 30) -> Callable[..., str]:
+    """An agent of the fixed contract with the given bugs planted."""
+
+    def run(task_id: str, goal: str, *, client: Any, store: CheckpointStore, tools: Any) -> str:
+        return _Agent(task_id, goal, client, store, tools, bugs, max_iterations).run()
+
+    return run
+
+
+class _Agent:
+    def __init__(
+        self,
+        task_id: str,
+        goal: str,
+        client: Any,
+        store: CheckpointStore,
+        tools: Any,
+        bugs: Bugs,
+        max_iterations: int,
+    ) -> None:
+        self.task_id, self.goal, self.client, self.store, self.tools = task_id, goal, client, store, tools
+        self.bugs = bugs
+        self.max_iterations = max_iterations
+        self.cp = Checkpoint(task_id=task_id, goal=goal)
+
+    def save(self) -> None:
+        try:
+            self.cp = self.store.save(self.cp)
+        except Exception:
+            if not self.bugs.load_error_is_none:
+                raise
+            # The common design's "log and carry on".
+            logger.warning("checkpoint write failed; continuing")
+
+    def run(self) -> str:
+        try:
+            loaded = self.store.load(self.task_id)
+        except Exception:
+            if not self.bugs.load_error_is_none:
+                raise
+            loaded = None
+        if loaded is None:
+            self.cp.messages = [{"role": "user", "content": self.goal}]
+            self.save()
+        else:
+            self.cp = loaded
+            if loaded.status == "completed":
+                return loaded.final_answer or ""
+            if self.bugs.budget_resets:
+                self.cp.iteration = 0
+            if not self.bugs.no_repair:
+                self.repair()
+        return self.loop()
+
+    # -- repair ---------------------------------------------------------------------------
+    def repair(self) -> None:
+        messages = self.cp.messages
+        if not messages:
+            return
+        last = messages[-1]
+        if last["role"] == "assistant":
+            pending = [b for b in _blocks(last) if b.get("type") == "tool_use"]
+            if pending:
+                messages.append({"role": "user", "content": []})
+                self.run_tools(pending)
+            return
+        if self.bugs.repair_only_if_last_assistant:
+            return
+        # The last message is a user message: it may hold only some of the results.
+        if len(messages) >= 2 and messages[-2]["role"] == "assistant":
+            uses = [b for b in _blocks(messages[-2]) if b.get("type") == "tool_use"]
+            answered = {b.get("tool_use_id") for b in _blocks(last) if b.get("type") == "tool_result"}
+            missing = [b for b in uses if b["id"] not in answered]
+            if missing:
+                self.run_tools(missing)
+
+    # -- the loop ---------------------------------------------------------------------------
+    def loop(self) -> str:
+        while self.cp.iteration < self.max_iterations:
+            reply = self.client.messages.create(
+                model="buggy-agent",
+                max_tokens=1024,
+                messages=self.cp.messages,
+                tools=self.tools.definitions(),
+            )
+            content = [block.model_dump(mode="json", exclude_none=True) for block in reply.content]
+            self.cp.iteration += 1
+            self.cp.messages.append({"role": "assistant", "content": content})
+            uses = [b for b in content if b.get("type") == "tool_use"]
+            if not uses:
+                answer = "".join(b.get("text", "") for b in content if b.get("type") == "text")
+                self.cp.status, self.cp.final_answer = "completed", answer
+                self.save()
+                return answer
+            self.save()
+            self.cp.messages.append({"role": "user", "content": []})
+            self.run_tools(uses)
+        raise RuntimeError("iteration budget exhausted")
+
+    def run_tools(self, uses: list[dict[str, Any]]) -> None:
+        """Answer ``uses`` into the last (user) message, saving around irreversible calls."""
+        results: list[dict[str, Any]] = self.cp.messages[-1]["content"]
+        for use in uses:
+            spec = self.tools.spec(use["name"])
+            key = _key(self.task_id, use["id"])
+            if spec.irreversible and not self.bugs.checkpoint_after_result:
+                record = self.cp.action(use["id"])
+                if record is not None and record.state == "done" and record.result is not None:
+                    results.append({"type": "tool_result", "tool_use_id": use["id"], "content": record.result.content})
+                    continue
+                if record is not None and not spec.idempotent:
+                    # An intent without outcome: nobody knows whether it happened.
+                    record.state = "unknown"
+                    results.append(
+                        {"type": "tool_result", "tool_use_id": use["id"], "content": UNKNOWN, "is_error": True}
+                    )
+                    self.save()
+                    continue
+                if record is None:
+                    record = ActionRecord(
+                        tool_use_id=use["id"], tool_name=use["name"], input=use["input"], idempotency_key=key
+                    )
+                    self.cp.actions.append(record)
+                    self.save()
+                result = self.tools.call(use["name"], use["input"], idempotency_key=key)
+                record.state = "done"
+                record.result = RecordedResult(content=result.content, is_error=result.is_error)
+                results.append(result.to_block(use["id"]))
+                self.save()
+            else:
+                result = self.tools.call(use["name"], use["input"], idempotency_key=key)
+                results.append(result.to_block(use["id"]))
+        self.save()
