@@ -153,6 +153,11 @@ class CertifyContext:
         with self._lock:
             stores, self._stores = self._stores, []
         for store in stores:
-            # A failing close must not hide the results.
+            # Leave nothing behind on a shared server; a failing clean-up or close must
+            # not hide the results.
+            purge = hooks_for(store).purge
+            if purge is not None:
+                with contextlib.suppress(Exception):
+                    purge()
             with contextlib.suppress(Exception):
                 store.close()

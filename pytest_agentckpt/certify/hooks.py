@@ -22,16 +22,21 @@ A store that wants those contracts checked offers them as extra methods:
         def certify_restart(self) -> None:
             '''Restart the backend server (acknowledged saves must survive).'''
 
+        def certify_purge(self) -> None:
+            '''Remove everything this instance's namespace holds (run clean-up).'''
+
 A contract whose hook is missing is reported as *not checkable*, never as passed. The
 built-in stores get their hooks from adapters here, so they certify without them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from stores import CheckpointStore
@@ -40,6 +45,7 @@ __all__ = [
     "CAPABILITIES",
     "StoreHooks",
     "SupportsCorruption",
+    "SupportsPurge",
     "SupportsRestart",
     "SupportsSchemaBump",
     "hooks_for",
@@ -81,6 +87,15 @@ class SupportsRestart(Protocol):
         ...
 
 
+@runtime_checkable
+class SupportsPurge(Protocol):
+    """A store that can remove everything its namespace holds, so runs leave nothing."""
+
+    def certify_purge(self) -> None:
+        """Delete every checkpoint and structure of this instance's namespace."""
+        ...
+
+
 @dataclass(frozen=True)
 class StoreHooks:
     """The hooks found for one store instance (``None`` where there is none)."""
@@ -89,6 +104,7 @@ class StoreHooks:
     bump_schema: Callable[[str], None] | None = None
     bytes_written: Callable[[], int] | None = None
     restart: Callable[[], None] | None = None
+    purge: Callable[[], None] | None = None
     capabilities: frozenset[str] = frozenset()
 
 
@@ -129,6 +145,7 @@ def hooks_for(store: CheckpointStore) -> StoreHooks:
         bump_schema=bump,
         bytes_written=_counter(store) or adapter.bytes_written,
         restart=restart,
+        purge=store.certify_purge if isinstance(store, SupportsPurge) else adapter.purge,
         capabilities=_declared(store),
     )
 
@@ -169,7 +186,11 @@ def _memory_hooks(store: Any) -> StoreHooks:
             found = record(task_id)
             found.head = bump_schema_bytes(found.head)
 
-    return StoreHooks(corrupt=corrupt, bump_schema=bump)
+    def purge() -> None:
+        with store._lock:
+            store._records.clear()
+
+    return StoreHooks(corrupt=corrupt, bump_schema=bump, purge=purge)
 
 
 def _sqlite_hooks(store: Any) -> StoreHooks:
@@ -190,9 +211,15 @@ def _sqlite_hooks(store: Any) -> StoreHooks:
         finally:
             conn.close()
 
+    def purge() -> None:
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                Path(str(store.path) + suffix).unlink()
+
     return StoreHooks(
         corrupt=lambda task_id: rewrite(task_id, lambda _head: GARBAGE),
         bump_schema=lambda task_id: rewrite(task_id, bump_schema_bytes),
+        purge=purge,
     )
 
 
@@ -204,9 +231,15 @@ def _redis_hooks(store: Any) -> StoreHooks:
             raise KeyError(task_id)
         store.client.hset(head_key, "body", change(body))
 
+    def purge() -> None:
+        keys = list(store.client.scan_iter(match=store.key_prefix + "*", count=500))
+        for start in range(0, len(keys), 500):
+            store.client.delete(*keys[start : start + 500])
+
     return StoreHooks(
         corrupt=lambda task_id: rewrite(task_id, lambda _head: GARBAGE),
         bump_schema=lambda task_id: rewrite(task_id, bump_schema_bytes),
+        purge=purge,
     )
 
 
@@ -228,6 +261,7 @@ def _postgres_hooks(store: Any) -> StoreHooks:
     return StoreHooks(
         corrupt=lambda task_id: rewrite(task_id, lambda _head: GARBAGE),
         bump_schema=lambda task_id: rewrite(task_id, bump_schema_bytes),
+        purge=store.drop_tables,
     )
 
 
@@ -242,7 +276,16 @@ def _s3_hooks(store: Any) -> StoreHooks:
         envelope["head"]["schema_version"] = int(envelope["head"]["schema_version"]) + 1
         return json.dumps(envelope, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
+    def purge() -> None:
+        prefix = f"{store.prefix}/" if store.prefix else ""
+        paginator = store.client.get_paginator("list_objects_v2")
+        for page in paginator.paginate(Bucket=store.bucket, Prefix=prefix):
+            keys = [{"Key": item["Key"]} for item in page.get("Contents", ())]
+            if keys:
+                store.client.delete_objects(Bucket=store.bucket, Delete={"Objects": keys})
+
     return StoreHooks(
         corrupt=lambda task_id: rewrite(task_id, lambda _body: GARBAGE),
         bump_schema=lambda task_id: rewrite(task_id, bump_envelope),
+        purge=purge,
     )
