@@ -113,6 +113,8 @@ class PostgresStore:
             raise ValueError(f"need 1 <= min_size <= max_size, got {min_size} and {max_size}")
         self._pool_timeout = pool_timeout
         self._tracker = PrefixTracker()
+        #: Payload bytes (heads and messages) the saves of this instance wrote.
+        self.bytes_written = 0
         self._queries = _Queries(sql_mod, schema, table_prefix)
         kwargs: dict[str, Any] = {
             "autocommit": True,
@@ -308,6 +310,7 @@ class PostgresStore:
                     )
                     appended = cur.fetchone()
                     if appended is not None and appended[0] == 1:
+                        self.bytes_written += len(head) + sum(len(raw) for raw in plan.encoded)
                         self._tracker.saved(task_id, new_version, plan)
                         return saved
                     # The stored history is not the one this store knows: rewrite below,
@@ -316,6 +319,7 @@ class PostgresStore:
         except BaseException:
             self._tracker.forget(task_id)
             raise
+        self.bytes_written += len(head) + sum(len(raw) for raw in plan.encoded)
         self._tracker.saved(task_id, new_version, plan)
         return saved
 

@@ -109,6 +109,8 @@ class SQLiteStore:
         self._connections_lock = threading.Lock()
         self._closed = False
         self._tracker = PrefixTracker()
+        #: Payload bytes (heads and messages) the saves of this instance wrote.
+        self.bytes_written = 0
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -362,6 +364,7 @@ class SQLiteStore:
             raise self._unavailable(
                 f"save of {task_id!r} failed, nothing was written: {exc}"
             ) from None
+        self.bytes_written += len(head) + sum(len(raw) for raw in plan.encoded)
         self._tracker.saved(task_id, new_version, plan)
         return saved
 
