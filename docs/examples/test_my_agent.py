@@ -12,6 +12,7 @@ from typing import Any
 import anthropic
 import pytest
 
+# --8<-- [start:imports]
 from pytest_agentckpt import (
     Exchange,
     FakeMessagesAPI,
@@ -21,6 +22,8 @@ from pytest_agentckpt import (
     message_json,
     validate_messages,
 )
+
+# --8<-- [end:imports]
 
 # -- the agent under test: a plain tool loop -------------------------------------------
 
@@ -76,6 +79,7 @@ def fake_weather(city: str) -> str:
     return {"Paris": "sunny", "Oslo": "snow"}[city]
 
 
+# --8<-- [start:plan]
 WEATHER_PLAN = Plan(
     steps=(
         Step(
@@ -88,10 +92,12 @@ WEATHER_PLAN = Plan(
     ),
     final_answer="Paris is sunny; Oslo has snow.",
 )
+# --8<-- [end:plan]
 
 # -- 1. the fake API behind a real SDK client -------------------------------------------
 
 
+# --8<-- [start:first]
 @pytest.mark.agentckpt_model(plan=WEATHER_PLAN)
 def test_agent_answers_after_parallel_tool_calls(
     anthropic_client: anthropic.Anthropic, anthropic_requests: list[Exchange]
@@ -105,11 +111,13 @@ def test_agent_answers_after_parallel_tool_calls(
     # Every request the agent sent was a history the API accepts.
     for exchange in anthropic_requests:
         validate_messages(exchange.request["messages"])
+# --8<-- [end:first]
 
 
 # -- 2. faults: the SDK retries them, the agent never notices ---------------------------
 
 
+# --8<-- [start:faults]
 @pytest.mark.agentckpt_model(plan=WEATHER_PLAN, faults=["rate_limit", "overloaded"])
 def test_agent_survives_rate_limits_and_overload(
     anthropic_client: anthropic.Anthropic, anthropic_fake: FakeMessagesAPI
@@ -118,6 +126,7 @@ def test_agent_survives_rate_limits_and_overload(
     assert answer == "Paris is sunny; Oslo has snow."
     assert [e.status for e in anthropic_fake.exchanges][:3] == [429, 529, 200]
     assert anthropic_fake.exchanges[2].headers["x-stainless-retry-count"] == "2"
+# --8<-- [end:faults]
 
 
 def test_a_broken_history_gets_the_apis_400(anthropic_client: anthropic.Anthropic) -> None:
@@ -136,18 +145,22 @@ def test_a_broken_history_gets_the_apis_400(anthropic_client: anthropic.Anthropi
 # -- 3. code that builds its own client ---------------------------------------------------
 
 
+# --8<-- [start:intercept]
 @pytest.mark.agentckpt_model(plan=WEATHER_PLAN)
 def test_code_with_its_own_client_is_intercepted(anthropic_intercept: FakeMessagesAPI) -> None:
     assert summarise_weather() == "Paris is sunny; Oslo has snow."
     assert anthropic_intercept.model_calls == 2
+# --8<-- [end:intercept]
 
 
 # -- 4. respx routes, working with the SDK ------------------------------------------------
 
 
+# --8<-- [start:respx]
 def test_respx_routes_drive_the_agent(anthropic_respx: Any) -> None:
     route = anthropic_respx.post("/v1/messages").respond(
         json=message_json("No tools needed: it is sunny.")
     )
     assert summarise_weather() == "No tools needed: it is sunny."
     assert route.call_count == 1
+# --8<-- [end:respx]
