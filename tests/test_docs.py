@@ -273,6 +273,9 @@ def test_the_commands_of_the_page_run_offline(
                 assert _normal(line) in printed, (
                     f"{where}: shown output {line!r} not printed:\n{result.stdout}"
                 )
+        if " demo" in command.text and "--store" not in command.text:
+            # The pages say the demo keeps its store in a temporary directory.
+            assert not (tmp_path / ".agentckpt").exists(), where
         if " demo " in f" {command.text} " and "--json" in command.text:
             report = json.loads(result.stdout)
             assert report["ok"] is True, where
