@@ -26,12 +26,13 @@ import os
 import threading
 import warnings
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from .faults import (
     Crash,
+    CrashAt,
     FaultInjector,
     FaultPlan,
     FaultyStore,
@@ -631,6 +632,110 @@ def _report(
     return "\n".join(lines)
 
 
+@dataclass
+class _Verdict:
+    plan: Plan
+    faults: FaultPlan
+    outcome: _Outcome
+    violations: list[Violation]
+    unsafe: list[UnsafeTool]
+    crash_free: bool
+
+    def failure(self, reproduce: str, *, found_after: int | None, minimized: bool = False) -> OracleFailure:
+        report = _report(
+            self.violations, self.outcome, self.plan, self.faults, reproduce, crash_free=self.crash_free
+        )
+        if minimized:
+            report += (
+                "\n(agentckpt shrank this example further than Hypothesis did, re-aiming the crash "
+                "occurrences at the smaller plan; the @reproduce_failure line reproduces the larger one, "
+                "replay() with the plan and fault plan above reproduces this one)"
+            )
+        return OracleFailure(
+            self.violations, report=report, fault_plan=self.faults, plan=self.plan, found_after=found_after
+        )
+
+
+def _evaluate(executor: _Executor, plan: Plan, faults: FaultPlan, budget: int | None) -> _Verdict:
+    """Run ``plan`` crash-free (cached) and under ``faults``; judge the result."""
+    baseline, clean = executor.baseline(plan)
+    problems = _crash_free_failure(clean)
+    if problems:
+        return _Verdict(plan, FaultPlan(), clean, problems, [], crash_free=True)
+    outcome = executor.execute(plan, faults)
+    violations, unsafe = _judge(outcome, baseline, executor.flags, budget)
+    return _Verdict(plan, faults, outcome, violations, unsafe, crash_free=False)
+
+
+def _smaller_plans(plan: Plan) -> Iterator[Plan]:
+    from reference_agent.scripted import Plan, Step
+
+    for index in range(len(plan.steps)):
+        yield Plan(plan.steps[:index] + plan.steps[index + 1 :], plan.final_answer)
+    for index, step in enumerate(plan.steps):
+        if len(step.calls) > 1:
+            for drop in range(len(step.calls)):
+                calls = step.calls[:drop] + step.calls[drop + 1 :]
+                yield Plan((*plan.steps[:index], Step(calls, step.text), *plan.steps[index + 1:]), plan.final_answer)
+
+
+def _retargeted(faults: FaultPlan) -> Iterator[FaultPlan]:
+    """``faults``, then the same crash points aimed at other occurrences."""
+    yield faults
+    crashes = faults.crashes
+    if len(crashes) == 1:
+        options: list[tuple[int, ...]] = [(n,) for n in range(1, 13)]
+    elif len(crashes) == 2:
+        options = list(itertools.product(range(1, 7), repeat=2))
+    else:
+        return
+    for occurrences in options:
+        moved = tuple(sorted({CrashAt(c.point, n) for c, n in zip(crashes, occurrences, strict=True)}))
+        if moved != crashes and len(moved) == len(crashes):
+            yield FaultPlan(moved, faults.api_faults, faults.store_faults)
+
+
+def _fewer_faults(faults: FaultPlan) -> Iterator[FaultPlan]:
+    for index in range(len(faults.crashes)):
+        yield FaultPlan(faults.crashes[:index] + faults.crashes[index + 1 :], faults.api_faults, faults.store_faults)
+    for index in range(len(faults.api_faults)):
+        yield FaultPlan(faults.crashes, faults.api_faults[:index] + faults.api_faults[index + 1 :], faults.store_faults)
+    for index in range(len(faults.store_faults)):
+        yield FaultPlan(faults.crashes, faults.api_faults, faults.store_faults[:index] + faults.store_faults[index + 1 :])
+
+
+def _minimize(
+    executor: _Executor, budget: int | None, failure: OracleFailure, *, max_runs: int = 300
+) -> _Verdict | None:
+    """Shrink a failure further than Hypothesis can: a smaller plan moves the occurrence
+    at which the same crash must happen, so re-aim the crashes for each smaller plan.
+
+    Keeps the failure's first oracle; bounded by ``max_runs`` scenario runs.
+    """
+    if failure.plan is None or failure.fault_plan is None:
+        return None
+    plan, faults, target = failure.plan, failure.fault_plan, failure.oracle
+    best: _Verdict | None = None
+    runs = 0
+    improved = True
+    while improved and runs < max_runs:
+        improved = False
+        candidates: list[tuple[Plan, Iterator[FaultPlan]]] = [(plan, iter(_fewer_faults(faults)))]
+        candidates += [(smaller, _retargeted(faults)) for smaller in _smaller_plans(plan)]
+        for candidate_plan, fault_options in candidates:
+            for candidate_faults in fault_options:
+                if runs >= max_runs:
+                    break
+                runs += 1
+                verdict = _evaluate(executor, candidate_plan, candidate_faults, budget)
+                if verdict.violations and verdict.violations[0].oracle == target:
+                    plan, faults, best, improved = candidate_plan, verdict.faults, verdict, True
+                    break
+            if improved:
+                break
+    return best
+
+
 # -- fuzz ---------------------------------------------------------------------------------------
 def fuzz(
     run: Callable[..., Any] | str,
@@ -779,33 +884,14 @@ def _fuzz_with(
 
     def check(scenario: tuple[Plan, FaultPlan]) -> None:
         plan, faults = scenario
-        baseline, clean = executor.baseline(plan)
-        problems = _crash_free_failure(clean)
-        if problems:
-            _count(local, clean, problems)
-            first_failure[:] = first_failure or [local.scenarios]
-            raise OracleFailure(
-                problems,
-                report=_report(problems, clean, plan, FaultPlan(), reproduce, crash_free=True),
-                fault_plan=FaultPlan(),
-                plan=plan,
-                found_after=first_failure[0],
-            )
-        outcome = executor.execute(plan, faults)
-        violations, unsafe = _judge(outcome, baseline, executor.flags, budget)
-        _count(local, outcome, violations)
-        for tool in unsafe:
+        verdict = _evaluate(executor, plan, faults, budget)
+        _count(local, verdict.outcome, verdict.violations)
+        for tool in verdict.unsafe:
             local.unsafe_tools.add(tool.tool)
             unsafe_found.setdefault((tool.tool, canonical(tool.input)), tool)
-        if violations:
+        if verdict.violations:
             first_failure[:] = first_failure or [local.scenarios]
-            raise OracleFailure(
-                violations,
-                report=_report(violations, outcome, plan, faults, reproduce),
-                fault_plan=faults,
-                plan=plan,
-                found_after=first_failure[0],
-            )
+            raise verdict.failure(reproduce, found_after=first_failure[0])
 
     check._hypothesis_internal_add_digest = hashlib.sha256(  # type: ignore[attr-defined]
         f"{getattr(agent, '__module__', '')}.{getattr(agent, '__qualname__', repr(agent))}:"
@@ -826,7 +912,16 @@ def _fuzz_with(
         test = hypothesis_seed(effective_seed)(test)
     try:
         with instant_retries(0.0):
-            test()
+            try:
+                test()
+            except OracleFailure as failure:
+                smaller = _minimize(executor, budget, failure)
+                if smaller is None:
+                    raise
+                better = smaller.failure(reproduce, found_after=failure.found_after, minimized=True)
+                for note in getattr(failure, "__notes__", ()):
+                    better.add_note(note)
+                raise better from None
     finally:
         with _stats_lock:
             _stats.merge(local)

@@ -162,8 +162,8 @@ def valid_sequence(
             invalid.append((event, exc))
     if not invalid:
         return []
-    event, exc = invalid[0]
-    api_error = f'HTTP 400 {{"type": "invalid_request_error", "message": "{exc}"}}'
+    event, error = invalid[0]
+    api_error = f'HTTP 400 {{"type": "invalid_request_error", "message": "{error}"}}'
     message = (
         f"model request #{event.data.get('index')} (attempt {event.attempt}) is not a valid "
         f"message sequence; the API would answer {api_error}. "
@@ -171,7 +171,7 @@ def valid_sequence(
         "repaired: every tool_use needs exactly one tool_result, first in the next user message."
     )
     marks = {e.seq: "INVALID" for e, _ in invalid[:5]}
-    marks[event.seq] = f"INVALID: {exc}"
+    marks[event.seq] = f"INVALID: {error}"
     return [Violation("valid_sequence", message, marks)]
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import string
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hypothesis import strategies as st
@@ -204,11 +204,13 @@ def tool_calls(tools: Any) -> st.SearchStrategy[ToolCall]:
     """One call of one of ``tools``, its input drawn from the tool's ``input_schema``."""
     from reference_agent.scripted import ToolCall
 
-    options = []
+    def call_of(name: str) -> Callable[[Any], ToolCall]:
+        return lambda value: ToolCall(name, value)
+
+    options: list[st.SearchStrategy[ToolCall]] = []
     for definition in tools.definitions():
-        name = definition["name"]
         schema = definition.get("input_schema") or {"type": "object"}
-        options.append(from_schema(schema).map(lambda value, _n=name: ToolCall(_n, value)))
+        options.append(from_schema(schema).map(call_of(definition["name"])))
     if not options:
         raise ValueError("tools: the toolbox has no tools to plan over")
     return st.one_of(options)

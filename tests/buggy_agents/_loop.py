@@ -34,6 +34,8 @@ class Bugs:
     budget_resets: bool = False
     load_error_is_none: bool = False
     checkpoint_after_result: bool = False
+    delete_on_success: bool = False
+    answer_changes_on_resume: bool = False
 
 
 def _key(task_id: str, tool_use_id: str) -> str:
@@ -69,6 +71,7 @@ class _Agent:
         self.bugs = bugs
         self.max_iterations = max_iterations
         self.cp = Checkpoint(task_id=task_id, goal=goal)
+        self.resumed = False
 
     def save(self) -> None:
         try:
@@ -91,6 +94,7 @@ class _Agent:
             self.save()
         else:
             self.cp = loaded
+            self.resumed = True
             if loaded.status == "completed":
                 return loaded.final_answer or ""
             if self.bugs.budget_resets:
@@ -136,8 +140,12 @@ class _Agent:
             uses = [b for b in content if b.get("type") == "tool_use"]
             if not uses:
                 answer = "".join(b.get("text", "") for b in content if b.get("type") == "text")
+                if self.bugs.answer_changes_on_resume and self.resumed:
+                    answer += " (after a restart)"
                 self.cp.status, self.cp.final_answer = "completed", answer
                 self.save()
+                if self.bugs.delete_on_success:
+                    self.store.delete(self.task_id)
                 return answer
             self.save()
             self.cp.messages.append({"role": "user", "content": []})

@@ -1,0 +1,63 @@
+"""Each known-buggy agent is caught by fuzz with default settings, by the oracle its bug breaks.
+
+A fixed seed keeps CI deterministic; everything else is the default (the ``quick``
+profile: 200 examples). ``found_after`` is how many scenarios ran before the first failing
+one, before shrinking.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis.database import InMemoryExampleDatabase
+
+from pytest_agentckpt.harness import OracleFailure, fuzz
+
+from .toolkit import toolbox
+
+CASES = [
+    ("no_repair", {"valid_sequence"}),
+    ("repair_last_assistant_only", {"valid_sequence"}),
+    ("budget_resets", {"iteration_monotone"}),
+    ("load_error_is_none", {"recorded_work_not_redone", "no_duplicate_effect"}),
+    ("checkpoint_after_result", {"no_duplicate_effect"}),
+    ("delete_on_success", {"completed_idempotent"}),
+    ("answer_changes_on_resume", {"same_answer"}),
+]
+
+
+def _agent(name: str) -> Callable[..., Any]:
+    return importlib.import_module(f"tests.buggy_agents.{name}").run  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(("name", "oracles"), CASES, ids=[name for name, _ in CASES])
+def test_known_buggy_agent_is_caught_by_the_oracle_its_bug_breaks(name: str, oracles: set[str]) -> None:
+    with pytest.raises(OracleFailure) as caught:
+        # A fresh database: a failure saved by an earlier run must not do the finding.
+        fuzz(_agent(name), toolbox(), seed=20261129, database=InMemoryExampleDatabase())
+    failure = caught.value
+    assert failure.oracle in oracles, str(failure)
+    assert failure.found_after is not None and failure.found_after <= 200
+    report = str(failure)
+    assert "failed" in report.splitlines()[0] and failure.oracle in report.splitlines()[0]
+    assert "fault plan:" in report and "timeline:" in report and "reproduce: fuzz(..., seed=" in report
+
+
+def test_the_failure_shrinks_to_one_crash_and_a_one_step_plan() -> None:
+    with pytest.raises(OracleFailure) as caught:
+        fuzz(_agent("checkpoint_after_result"), toolbox(), seed=7, database=InMemoryExampleDatabase())
+    failure = caught.value
+    assert failure.fault_plan is not None and failure.plan is not None
+    assert failure.fault_plan.size == 1
+    assert len(failure.plan.steps) == 1
+    assert "DUPLICATE" in str(failure)
+
+
+def test_the_reproduction_blob_is_attached_to_the_failure() -> None:
+    with pytest.raises(OracleFailure) as caught:
+        fuzz(_agent("no_repair"), toolbox(), seed=3, database=InMemoryExampleDatabase())
+    notes = "\n".join(getattr(caught.value, "__notes__", []))
+    assert "@reproduce_failure(" in notes
