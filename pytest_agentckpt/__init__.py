@@ -24,8 +24,21 @@ if TYPE_CHECKING:
         message_json,
     )
     from reference_agent.validation import InvalidHistoryError, validate_messages
+    from reference_agent.world import Effect, World
 
     from .fake_api import instant_retries, intercept_httpx2, respx_mock, respx_transport
+    from .faults import (
+        FAULT_KINDS,
+        FAULT_POINTS,
+        ApiFault,
+        Crash,
+        CrashAt,
+        FaultPlan,
+        FaultyStore,
+        StoreFault,
+    )
+    from .harness import FuzzReport, OracleFailure, UnsafeToolWarning, fuzz, replay
+    from .oracles import ORACLES
 
 # public name -> the module that defines it
 _LAZY: dict[str, str] = {
@@ -48,22 +61,55 @@ _LAZY: dict[str, str] = {
     "Step": "reference_agent.scripted",
     "ToolCall": "reference_agent.scripted",
     "message_json": "reference_agent.scripted",
+    # chaos harness
+    "fuzz": "pytest_agentckpt.harness",
+    "replay": "pytest_agentckpt.harness",
+    "FuzzReport": "pytest_agentckpt.harness",
+    "OracleFailure": "pytest_agentckpt.harness",
+    "UnsafeToolWarning": "pytest_agentckpt.harness",
+    "Crash": "pytest_agentckpt.faults",
+    "CrashAt": "pytest_agentckpt.faults",
+    "ApiFault": "pytest_agentckpt.faults",
+    "StoreFault": "pytest_agentckpt.faults",
+    "FaultPlan": "pytest_agentckpt.faults",
+    "FaultyStore": "pytest_agentckpt.faults",
+    "FAULT_POINTS": "pytest_agentckpt.faults",
+    "FAULT_KINDS": "pytest_agentckpt.faults",
+    "ORACLES": "pytest_agentckpt.oracles",
+    "World": "reference_agent.world",
+    "Effect": "reference_agent.world",
 }
 
 __all__ = [
+    "FAULT_KINDS",
+    "FAULT_POINTS",
+    "ORACLES",
+    "ApiFault",
     "CannedModel",
+    "Crash",
+    "CrashAt",
+    "Effect",
     "Exchange",
     "FakeMessagesAPI",
+    "FaultPlan",
+    "FaultyStore",
+    "FuzzReport",
     "InvalidHistoryError",
+    "OracleFailure",
     "Plan",
     "PlanModel",
     "ScriptedModel",
     "Step",
+    "StoreFault",
     "ToolCall",
+    "UnsafeToolWarning",
+    "World",
+    "fuzz",
     "instant_retries",
     "intercept_httpx2",
     "message_json",
     "offline_client",
+    "replay",
     "respx_mock",
     "respx_transport",
     "validate_messages",

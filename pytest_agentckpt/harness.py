@@ -74,6 +74,7 @@ __all__ = [
     "UnsafeToolWarning",
     "configure",
     "fuzz",
+    "replay",
     "stats",
 ]
 
@@ -626,6 +627,9 @@ def _report(
         f"fault plan: {faults.describe()}",
         f"plan: {_describe_plan(plan)}",
         f"reproduce: {reproduce}",
+        "replay just this scenario: pytest_agentckpt.replay(run, tools, "
+        f"Plan.from_dict({json.dumps(plan.to_dict(), sort_keys=True)}), "
+        f"FaultPlan.from_dict({json.dumps(faults.to_dict())}))",
         "timeline:",
         outcome.timeline.format(marks=marks),
     ]
@@ -819,6 +823,37 @@ def fuzz(
         )
     finally:
         executor.close()
+
+
+def replay(
+    run: Callable[..., Any] | str,
+    tools: Any,
+    plan: Plan,
+    fault_plan: FaultPlan,
+    *,
+    store: Any = None,
+    budget: int | None = None,
+    goal: str = "Carry out the task.",
+) -> None:
+    """Run one scenario (a plan and a fault plan) and check the oracles, as ``fuzz`` does.
+
+    What a failure report's "replay" line calls; raises :class:`OracleFailure`.
+
+    >>> from pytest_agentckpt import replay, FaultPlan, CrashAt, Plan
+    >>> replay(my_agent, my_tools, Plan((), "done"), FaultPlan((CrashAt("after_model_call"),)))  # doctest: +SKIP
+    """
+    agent = _resolve_run(run)
+    _check_tools(tools)
+    executor = _Executor(agent, tools, store=store, budget=budget, max_resumes=None, goal=goal)
+    try:
+        from .fake_api import instant_retries
+
+        with instant_retries(0.0):
+            verdict = _evaluate(executor, plan, fault_plan, budget)
+    finally:
+        executor.close()
+    if verdict.violations:
+        raise verdict.failure("replay(...)", found_after=None)
 
 
 def _plan_strategy(tools: Any, plans: Any, max_steps: int, max_parallel: int) -> SearchStrategy[Plan]:
