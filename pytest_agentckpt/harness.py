@@ -156,6 +156,8 @@ class FuzzStats:
     scenarios: int = 0
     fault_points_hit: Counter[str] = field(default_factory=Counter)
     crashes: int = 0
+    api_faults: int = 0
+    store_faults: int = 0
     resumes: int = 0
     requests_validated: int = 0
     effects_checked: int = 0
@@ -167,6 +169,8 @@ class FuzzStats:
         self.scenarios += other.scenarios
         self.fault_points_hit.update(other.fault_points_hit)
         self.crashes += other.crashes
+        self.api_faults += other.api_faults
+        self.store_faults += other.store_faults
         self.resumes += other.resumes
         self.requests_validated += other.requests_validated
         self.effects_checked += other.effects_checked
@@ -179,6 +183,8 @@ class FuzzStats:
             "scenarios": self.scenarios,
             "fault_points_hit": dict(self.fault_points_hit),
             "crashes": self.crashes,
+            "api_faults": self.api_faults,
+            "store_faults": self.store_faults,
             "resumes": self.resumes,
             "requests_validated": self.requests_validated,
             "effects_checked": self.effects_checked,
@@ -193,6 +199,8 @@ class FuzzStats:
             scenarios=int(data.get("scenarios", 0)),
             fault_points_hit=Counter(data.get("fault_points_hit", {})),
             crashes=int(data.get("crashes", 0)),
+            api_faults=int(data.get("api_faults", 0)),
+            store_faults=int(data.get("store_faults", 0)),
             resumes=int(data.get("resumes", 0)),
             requests_validated=int(data.get("requests_validated", 0)),
             effects_checked=int(data.get("effects_checked", 0)),
@@ -974,6 +982,8 @@ def _count(local: FuzzStats, outcome: _Outcome, violations: Sequence[Violation])
     local.scenarios += 1
     local.fault_points_hit.update(outcome.hits)
     local.crashes += outcome.crashes
+    local.api_faults += len(timeline.of("api_fault"))
+    local.store_faults += len(timeline.of("store_outage", "store_delay"))
     local.resumes += max(0, timeline.attempt - 1 - (1 if outcome.rerun_from is not None else 0))
     local.requests_validated += len(timeline.of("model_request"))
     local.effects_checked += len(timeline.of("effect"))

@@ -1,0 +1,248 @@
+"""Each fault point crashes where its documentation says; the store wrapper injects faults."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from pytest_agentckpt.faults import (
+    FAULT_POINTS,
+    ApiFault,
+    Crash,
+    CrashAt,
+    FaultInjector,
+    FaultPlan,
+    FaultyStore,
+    StoreFault,
+    instrument_toolbox,
+)
+from pytest_agentckpt.harness import _Executor, _Outcome
+from pytest_agentckpt.timeline import Event
+from reference_agent.scripted import Plan, Step, ToolCall
+from reference_agent.world import World
+from stores import Checkpoint, StoreUnavailableError, open_store
+
+from ..buggy_agents._loop import make_agent
+from .toolkit import toolbox
+
+# One step of two parallel calls (the second irreversible), then a second step.
+PLAN = Plan(
+    steps=(
+        Step((ToolCall("search", {"query": "crash"}), ToolCall("send_email", {"to": "ann"}))),
+        Step((ToolCall("write_record", {"key": "a"}),)),
+    ),
+    final_answer="all done",
+)
+
+
+@pytest.fixture
+def executor() -> Iterator[_Executor]:
+    ex = _Executor(make_agent(), toolbox(), store=None, budget=None, max_resumes=None, goal="g")
+    try:
+        yield ex
+    finally:
+        ex.close()
+
+
+def _run(executor: _Executor, *crashes: CrashAt, **faults: Any) -> _Outcome:
+    return executor.execute(PLAN, FaultPlan(crashes=crashes, **faults))
+
+
+def _before_crash(outcome: _Outcome) -> Event:
+    crash = outcome.timeline.of("crash")[0]
+    return outcome.timeline.events[crash.seq - 1]
+
+
+def test_crash_is_a_base_exception_so_except_exception_cannot_swallow_it() -> None:
+    assert not issubclass(Crash, Exception)
+    with pytest.raises(Crash):
+        try:
+            FaultInjector(FaultPlan((CrashAt("before_model_call"),))).hit("before_model_call")
+        except Exception:  # what an agent's broad handler does
+            pytest.fail("Crash was caught by except Exception")
+
+
+@pytest.mark.parametrize("point", FAULT_POINTS)
+def test_every_fault_point_fires_and_the_agent_resumes_to_the_same_answer(
+    executor: _Executor, point: str
+) -> None:
+    outcome = _run(executor, CrashAt(point, 1))  # type: ignore[arg-type]
+    crashes = outcome.timeline.of("crash")
+    assert [c.data["point"] for c in crashes] == [point]
+    assert outcome.completed and outcome.answer == "all done"
+    assert outcome.timeline.attempt >= 3  # crashed attempt, resume, run after completion
+
+
+def test_before_model_call_crashes_after_the_request_arrives_and_before_any_reply(executor: _Executor) -> None:
+    outcome = _run(executor, CrashAt("before_model_call", 2))
+    assert _before_crash(outcome).kind == "model_request"
+    assert outcome.timeline.of("model_request")[1].data["index"] == 2
+    # The model never answered request 2 in that attempt.
+    assert [e.data["index"] for e in outcome.timeline.of("model_response")][:2] == [1, 3]
+
+
+def test_after_model_call_crashes_once_the_reply_is_built(executor: _Executor) -> None:
+    outcome = _run(executor, CrashAt("after_model_call", 1))
+    before = _before_crash(outcome)
+    assert before.kind == "model_response" and before.data["status"] == 200
+    # The lost reply was never saved: the first save after it comes from the resume.
+    crash = outcome.timeline.of("crash")[0]
+    assert next(e for e in outcome.timeline.events[crash.seq :] if e.kind == "store_save").attempt == 2
+
+
+def test_iteration_start_fires_on_the_first_request_of_each_attempt_and_not_on_a_retry(
+    executor: _Executor,
+) -> None:
+    outcome = executor.execute(PLAN, FaultPlan(api_faults=(ApiFault("server_error", 1),)))
+    # One retried request (same body) + 3 iterations: the retry is not a new iteration.
+    assert len(outcome.timeline.of("model_request")) == 4
+    assert outcome.hits["iteration_start"] == 3
+    assert outcome.hits["before_model_call"] == 4
+
+
+def test_between_parallel_tools_fires_before_the_second_call_of_a_batch(executor: _Executor) -> None:
+    outcome = _run(executor, CrashAt("between_parallel_tools", 1))
+    before = _before_crash(outcome)
+    assert before.kind == "tool_call" and before.data["tool"] == "send_email"
+    assert [e.data["tool"] for e in outcome.timeline.of("tool_call")][0] == "search"
+    # The crash came before send_email took effect.
+    crash = outcome.timeline.of("crash")[0]
+    assert not [e for e in outcome.timeline.events[: crash.seq] if e.kind == "effect"]
+
+
+def test_before_tool_effect_leaves_no_effect_and_after_tool_effect_leaves_one(executor: _Executor) -> None:
+    # Occurrence 2 is send_email (search is occurrence 1).
+    before = _run(executor, CrashAt("before_tool_effect", 2))
+    crash = before.timeline.of("crash")[0]
+    assert not [e for e in before.timeline.events[: crash.seq] if e.kind == "effect"]
+    after = _run(executor, CrashAt("after_tool_effect", 2))
+    crash = after.timeline.of("crash")[0]
+    assert [e.data["tool"] for e in after.timeline.events[: crash.seq] if e.kind == "effect"] == ["send_email"]
+
+
+def test_after_checkpoint_write_is_durable_but_before_checkpoint_write_is_not(executor: _Executor) -> None:
+    before = _run(executor, CrashAt("before_checkpoint_write", 2))
+    after = _run(executor, CrashAt("after_checkpoint_write", 2))
+    saves_before = [e for e in before.timeline.events[: before.timeline.of("crash")[0].seq] if e.kind == "store_save"]
+    saves_after = [e for e in after.timeline.events[: after.timeline.of("crash")[0].seq] if e.kind == "store_save"]
+    assert len(saves_before) == 1  # the second save never happened
+    assert len(saves_after) == 2  # it happened; only the acknowledgement was lost
+    load = after.timeline.of("store_load")[1]
+    assert load.data["version"] == saves_after[-1].data["version"]
+
+
+def test_occurrences_count_across_resumes(executor: _Executor) -> None:
+    outcome = _run(executor, CrashAt("before_model_call", 1), CrashAt("before_model_call", 2))
+    crashes = outcome.timeline.of("crash")
+    assert [(c.attempt, c.data["occurrence"]) for c in crashes] == [(1, 1), (2, 2)]
+
+
+def test_api_faults_reach_the_sdk_and_its_retries_absorb_them(executor: _Executor) -> None:
+    for kind in ("rate_limit", "server_error", "overloaded", "timeout", "disconnect", "lost_response"):
+        outcome = executor.execute(PLAN, FaultPlan(api_faults=(ApiFault(kind, 2),)))  # type: ignore[arg-type]
+        assert [e.data["fault"] for e in outcome.timeline.of("api_fault")] == [kind]
+        assert outcome.completed and outcome.answer == "all done", kind
+
+
+# -- the store wrapper ----------------------------------------------------------------------
+def _store(*faults: StoreFault, crashes: tuple[CrashAt, ...] = ()) -> FaultyStore:
+    return FaultyStore(open_store("memory://"), FaultInjector(FaultPlan(crashes=crashes, store_faults=faults)))
+
+
+def test_store_outage_fails_the_named_load_and_only_it() -> None:
+    store = _store(StoreFault("store_outage", "load", 2))
+    assert store.load("t") is None
+    with pytest.raises(StoreUnavailableError):
+        store.load("t")
+    assert store.load("t") is None
+
+
+def test_store_outage_on_save_writes_nothing() -> None:
+    store = _store(StoreFault("store_outage", "save", 1, length=2))
+    for _ in range(2):
+        with pytest.raises(StoreUnavailableError):
+            store.save(Checkpoint(task_id="t"))
+    assert store.inner.load("t") is None
+    assert store.save(Checkpoint(task_id="t")).version == 1
+    assert [e.data["reason"] for e in store.injector.timeline.of("store_save_failed")] == ["outage", "outage"]
+
+
+def test_slow_store_delays_the_operation() -> None:
+    store = _store(StoreFault("slow_store", "save", 1, delay=0.05))
+    started = time.perf_counter()
+    store.save(Checkpoint(task_id="t"))
+    assert time.perf_counter() - started >= 0.05
+    assert store.injector.timeline.of("store_delay")
+
+
+def test_crash_after_checkpoint_write_leaves_the_checkpoint_stored() -> None:
+    store = _store(crashes=(CrashAt("after_checkpoint_write", 1),))
+    with pytest.raises(Crash):
+        store.save(Checkpoint(task_id="t", goal="kept"))
+    stored = store.inner.load("t")
+    assert stored is not None and stored.goal == "kept"
+
+
+def test_crash_before_checkpoint_write_leaves_nothing_stored() -> None:
+    store = _store(crashes=(CrashAt("before_checkpoint_write", 1),))
+    with pytest.raises(Crash):
+        store.save(Checkpoint(task_id="t"))
+    assert store.inner.load("t") is None
+
+
+def test_a_saved_snapshot_does_not_change_when_the_agent_mutates_its_messages() -> None:
+    store = _store()
+    checkpoint = Checkpoint(task_id="t", messages=[{"role": "user", "content": []}])
+    store.save(checkpoint)
+    checkpoint.messages[0]["content"].append({"type": "text", "text": "later"})
+    assert store.injector.timeline.of("store_save")[0].data["messages"] == [{"role": "user", "content": []}]
+
+
+def test_closing_the_wrapper_leaves_the_harness_store_open() -> None:
+    store = _store()
+    store.close()
+    assert store.save(Checkpoint(task_id="t")).version == 1
+
+
+# -- the toolbox wrapper ---------------------------------------------------------------------
+def test_instrumented_toolbox_records_irreversible_effects_in_the_world_and_honours_keys() -> None:
+    world = World()
+    tools = instrument_toolbox(toolbox(), world, FaultInjector())
+    tools.call("write_record", {"key": "a"}, idempotency_key="k1")
+    tools.call("write_record", {"key": "a"}, idempotency_key="k1")
+    tools.call("send_email", {"to": "ann"}, idempotency_key="k2")
+    tools.call("send_email", {"to": "ann"}, idempotency_key="k2")
+    tools.call("search", {"query": "keys"})
+    assert world.count("write_record", {"key": "a"}) == 1  # honours keys
+    assert world.count("send_email", {"to": "ann"}) == 2  # takes no key
+    assert world.effects("search") == []  # reversible: no effect recorded
+    assert tools.definitions() == toolbox().definitions()
+
+
+class _PlainToolbox:
+    """A toolbox that is not the reference Toolbox: only the contract's three methods."""
+
+    def __init__(self) -> None:
+        self._inner = toolbox()
+
+    def definitions(self) -> list[dict[str, Any]]:
+        return self._inner.definitions()
+
+    def spec(self, name: str) -> Any:
+        return self._inner.spec(name)
+
+    def call(self, name: str, input: Any, *, idempotency_key: str | None = None) -> Any:
+        return self._inner.call(name, input, idempotency_key=idempotency_key)
+
+
+def test_a_toolbox_of_the_contract_only_is_instrumented_at_call() -> None:
+    world = World()
+    injector = FaultInjector(FaultPlan((CrashAt("after_tool_effect", 2),)))
+    tools = instrument_toolbox(_PlainToolbox(), world, injector)
+    assert tools.call("send_email", {"to": "bob"}).content == "mail to bob sent"
+    with pytest.raises(Crash):
+        tools.call("send_email", {"to": "bob"})
+    assert world.count("send_email", {"to": "bob"}) == 2

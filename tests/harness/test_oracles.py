@@ -1,0 +1,190 @@
+"""Each oracle on hand-built timelines: it passes the correct story and fails the planted bug."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from pytest_agentckpt.oracles import (
+    ORACLES,
+    Baseline,
+    ToolFlags,
+    completed_idempotent,
+    iteration_monotone,
+    no_duplicate_effect,
+    recorded_work_not_redone,
+    same_answer,
+    valid_sequence,
+)
+from pytest_agentckpt.timeline import Timeline
+from reference_agent.validation import InvalidHistoryError, validate_messages
+
+GOAL = {"role": "user", "content": "go"}
+USE = {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "send", "input": {"to": "a"}}]}
+RESULT = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "sent"}]}
+FLAGS = {"send": ToolFlags(irreversible=True, idempotent=False), "put": ToolFlags(True, True)}
+
+
+def _timeline(*events: tuple[str, dict[str, Any]]) -> Timeline:
+    timeline = Timeline()
+    timeline.start_attempt()
+    for kind, data in events:
+        if kind == "attempt":
+            timeline.start_attempt()
+        else:
+            timeline.add(kind, **data)  # type: ignore[arg-type]
+    return timeline
+
+
+def _baseline(effects: dict[tuple[str, str], int], answer: str = "done") -> Baseline:
+    return Baseline(answer=answer, effects=Counter(effects), model_turns=2, timeline=Timeline())
+
+
+def _response(*uses: tuple[str, str, dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+    return ("model_response", {"index": 1, "status": 200, "tool_uses": list(uses)})
+
+
+def _effect(tool: str = "send", to: str = "a") -> tuple[str, dict[str, Any]]:
+    return ("effect", {"tool": tool, "input": {"to": to}, "key": None})
+
+
+def _save(messages: list[Any], iteration: int = 1, version: int = 1) -> tuple[str, dict[str, Any]]:
+    return ("store_save", {"version": version, "iteration": iteration, "status": "running", "messages": messages})
+
+
+SEND = ("send", '{"to":"a"}')
+
+
+def test_the_six_oracles_are_named_in_the_design_order() -> None:
+    assert ORACLES == (
+        "valid_sequence",
+        "no_duplicate_effect",
+        "same_answer",
+        "iteration_monotone",
+        "recorded_work_not_redone",
+        "completed_idempotent",
+    )
+
+
+def test_valid_sequence_reports_an_unanswered_tool_use_with_the_api_error() -> None:
+    good = _timeline(("model_request", {"index": 1, "messages": [GOAL, USE, RESULT]}))
+    bad = _timeline(("model_request", {"index": 2, "messages": [GOAL, USE, GOAL]}))
+    assert valid_sequence(good, validate_messages, error_type=InvalidHistoryError) == []
+    [violation] = valid_sequence(bad, validate_messages, error_type=InvalidHistoryError)
+    assert violation.oracle == "valid_sequence"
+    assert "HTTP 400" in violation.message and "tool_result" in violation.message
+    assert list(violation.marks) == [1]
+
+
+def test_an_effect_performed_more_often_than_the_model_asked_is_the_agents_bug() -> None:
+    timeline = _timeline(_response(("t1", "send", {"to": "a"})), _effect(), ("crash", {"point": "x", "occurrence": 1}), ("attempt", {}), _effect())
+    violations, unsafe = no_duplicate_effect(timeline, _baseline({SEND: 1}), FLAGS, completed=True)
+    assert [v.oracle for v in violations] == ["no_duplicate_effect"]
+    assert "asked for it 1 time" in violations[0].message
+    assert unsafe == []
+
+
+def test_a_repeat_after_an_unrecorded_effect_of_a_keyless_tool_reports_the_tool_not_the_agent() -> None:
+    timeline = _timeline(
+        _response(("t1", "send", {"to": "a"})),
+        _effect(),
+        ("crash", {"point": "after_tool_effect", "occurrence": 1}),
+        ("attempt", {}),
+        _response(("t2", "send", {"to": "a"})),  # the model retried after "outcome unknown"
+        _effect(),
+    )
+    violations, unsafe = no_duplicate_effect(timeline, _baseline({SEND: 1}), FLAGS, completed=True)
+    assert violations == []
+    assert [t.tool for t in unsafe] == ["send"] and "idempotency keys" in unsafe[0].describe()
+
+
+def test_the_same_repeat_is_the_agents_bug_when_a_durable_write_recorded_the_effect_first() -> None:
+    timeline = _timeline(
+        _response(("t1", "send", {"to": "a"})),
+        _effect(),
+        _save([GOAL]),
+        ("crash", {"point": "after_checkpoint_write", "occurrence": 1}),
+        ("attempt", {}),
+        _response(("t2", "send", {"to": "a"})),
+        _effect(),
+    )
+    violations, unsafe = no_duplicate_effect(timeline, _baseline({SEND: 1}), FLAGS, completed=True)
+    assert [v.oracle for v in violations] == ["no_duplicate_effect"] and unsafe == []
+
+
+def test_a_repeated_effect_of_a_key_honouring_tool_is_never_excused() -> None:
+    put = ("put", '{"to":"a"}')
+    timeline = _timeline(
+        _response(("t1", "put", {"to": "a"})),
+        _effect("put"),
+        ("crash", {"point": "after_tool_effect", "occurrence": 1}),
+        ("attempt", {}),
+        _response(("t2", "put", {"to": "a"})),
+        _effect("put"),
+    )
+    violations, _ = no_duplicate_effect(timeline, _baseline({put: 1}), FLAGS, completed=True)
+    assert "same key" in violations[0].message
+
+
+def test_a_completed_run_missing_an_effect_fails() -> None:
+    timeline = _timeline(_response(("t1", "send", {"to": "a"})))
+    violations, _ = no_duplicate_effect(timeline, _baseline({SEND: 1}), FLAGS, completed=True)
+    assert "lost across a crash" in violations[0].message
+    assert no_duplicate_effect(timeline, _baseline({SEND: 1}), FLAGS, completed=False)[0] == []
+
+
+def test_same_answer_compares_only_completed_runs() -> None:
+    assert same_answer("done", _baseline({}), completed=True) == []
+    assert same_answer(None, _baseline({}), completed=False) == []
+    [violation] = same_answer("done (resumed)", _baseline({}), completed=True)
+    assert violation.oracle == "same_answer"
+
+
+def test_iteration_monotone_fails_when_the_stored_iteration_goes_back() -> None:
+    ok = _timeline(_save([GOAL], 1, 1), _save([GOAL], 1, 2), _save([GOAL], 2, 3))
+    bad = _timeline(_save([GOAL], 3, 1), ("attempt", {}), _save([GOAL], 1, 2))
+    assert iteration_monotone(ok) == []
+    [violation] = iteration_monotone(bad)
+    assert "went back from 3" in violation.message
+
+
+def test_the_budget_spans_restarts_allowing_one_turn_per_crash() -> None:
+    turns = [_response() for _ in range(4)]
+    crash = ("crash", {"point": "after_model_call", "occurrence": 1})
+    assert iteration_monotone(_timeline(*turns, crash), budget=3) == []
+    [violation] = iteration_monotone(_timeline(*turns), budget=3)
+    assert "budget of 3" in violation.message
+
+
+def test_asking_again_for_a_reply_the_checkpoint_holds_is_redone_work() -> None:
+    fresh = _timeline(_save([GOAL, USE]), ("attempt", {}), ("model_request", {"index": 2, "messages": [GOAL]}))
+    [violation] = recorded_work_not_redone(fresh)
+    assert violation.oracle == "recorded_work_not_redone" and "asks again for reply 1" in violation.message
+    # Asking for the reply that was lost (not in the checkpoint) is fine.
+    lost = _timeline(_save([GOAL]), ("attempt", {}), ("model_request", {"index": 2, "messages": [GOAL]}))
+    assert recorded_work_not_redone(lost) == []
+
+
+def test_running_a_tool_whose_result_the_checkpoint_holds_is_redone_work() -> None:
+    redone = _timeline(
+        _response(("t1", "send", {"to": "a"})),
+        _save([GOAL, USE, RESULT]),
+        ("attempt", {}),
+        ("tool_call", {"tool": "send", "input": {"to": "a"}, "key": None}),
+    )
+    assert [v.oracle for v in recorded_work_not_redone(redone)] == ["recorded_work_not_redone"]
+    pending = _timeline(
+        _response(("t1", "send", {"to": "a"})),
+        _save([GOAL, USE]),
+        ("attempt", {}),
+        ("tool_call", {"tool": "send", "input": {"to": "a"}, "key": None}),
+    )
+    assert recorded_work_not_redone(pending) == []
+
+
+def test_completed_idempotent_fails_on_any_model_or_tool_call_after_completion() -> None:
+    rerun = _timeline(("model_request", {"index": 9, "messages": [GOAL]})).events
+    [violation] = completed_idempotent(rerun, "done", "done")
+    assert "1 model call(s) and 0 tool call(s)" in violation.message
+    assert completed_idempotent([], "done", "done") == []
+    assert completed_idempotent([], "other", "done")[0].oracle == "completed_idempotent"
