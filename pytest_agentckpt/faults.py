@@ -70,6 +70,7 @@ __all__ = [
     "FaultPoint",
     "FaultyStore",
     "InstrumentedToolbox",
+    "PlanInfeasible",
     "StoreFault",
     "StoreFaultKind",
     "StoreOperation",
@@ -103,6 +104,14 @@ STORE_FAULT_KINDS: tuple[StoreFaultKind, ...] = get_args(StoreFaultKind)
 FaultKind = FaultPoint | ApiFaultKind | StoreFaultKind
 #: Every name ``fuzz(fault_kinds=...)`` accepts.
 FAULT_KINDS: tuple[str, ...] = FAULT_POINTS + API_FAULT_KINDS + STORE_FAULT_KINDS
+
+
+class PlanInfeasible(BaseException):
+    """A tool answered an error in a crash-free run: the plan cannot be carried out.
+
+    The scripted model retries a failed call for ever, so such a plan says nothing about
+    resume; the harness discards it (a ``BaseException``, so the agent cannot catch it).
+    """
 
 
 class Crash(BaseException):
@@ -269,6 +278,8 @@ class FaultInjector:
         self._request_index = 0
         #: Where API faults go: the fake API's ``fail_next`` (set by the harness).
         self.api_sink: Callable[[str], None] | None = None
+        #: Stop at the first tool error (the crash-free run of a plan).
+        self.strict_tools = False
 
     def disarm(self) -> None:
         """Inject nothing more (for the run of a completed task)."""
@@ -341,6 +352,13 @@ class FaultInjector:
         else:
             self._calls_since_response += 1
         self.hit("before_tool_effect")
+
+    def tool_answered(self, tool: str, input: Mapping[str, Any], result: Any) -> None:
+        """The tool's result reached the agent; an error result is recorded."""
+        if getattr(result, "is_error", False):
+            self.timeline.add("tool_error", tool=tool, input=dict(input), content=getattr(result, "content", ""))
+            if self.strict_tools:
+                raise PlanInfeasible(f"tool {tool} answered an error: {getattr(result, 'content', '')}")
 
     def effect_performed(self, tool: str, input: Mapping[str, Any], key: str | None, fresh: bool) -> None:
         """The tool's function ran; ``fresh`` is False when the World replayed a key."""
@@ -493,8 +511,11 @@ class InstrumentedToolbox:
         self._injector.tool_called(name, input, idempotency_key)
         if self._inner is not None:
             self._current_key = idempotency_key
-            return self._inner.call(name, input, idempotency_key=idempotency_key)  # type: ignore[no-any-return]
-        return self._call_wrapped(name, input, idempotency_key)
+            result: ToolResult = self._inner.call(name, input, idempotency_key=idempotency_key)
+        else:
+            result = self._call_wrapped(name, input, idempotency_key)
+        self._injector.tool_answered(name, input, result)
+        return result
 
     # -- the reference Toolbox path: wrap each function ---------------------------------
     _current_key: str | None = None

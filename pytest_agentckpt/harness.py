@@ -37,6 +37,7 @@ from .faults import (
     FaultPlan,
     FaultyStore,
     InstrumentedToolbox,
+    PlanInfeasible,
     parse_fault_kinds,
 )
 from .oracles import (
@@ -398,6 +399,7 @@ class _Outcome:
     error: str | None
     rerun_from: int | None = None
     rerun_answer: str | None = None
+    infeasible: str | None = None
     hits: Counter[str] = field(default_factory=Counter)
     crashes: int = 0
 
@@ -443,6 +445,7 @@ class _Executor:
 
         timeline = Timeline()
         injector = FaultInjector(faults, timeline)
+        injector.strict_tools = faults.size == 0
         api = FakeMessagesAPI(PlanModel(plan), validate=True)
         requests = itertools.count(1)
 
@@ -476,6 +479,10 @@ class _Executor:
                 except _Runaway as exc:
                     timeline.add("attempt_end", outcome="runaway", detail=str(exc))
                     outcome.error = str(exc)
+                    break
+                except PlanInfeasible as exc:
+                    timeline.add("attempt_end", outcome="infeasible", detail=str(exc))
+                    outcome.infeasible = outcome.error = str(exc)
                     break
                 except Exception as exc:
                     detail = f"{type(exc).__name__}: {exc}"
@@ -669,8 +676,14 @@ class _Verdict:
 
 
 def _evaluate(executor: _Executor, plan: Plan, faults: FaultPlan, budget: int | None) -> _Verdict:
-    """Run ``plan`` crash-free (cached) and under ``faults``; judge the result."""
+    """Run ``plan`` crash-free (cached) and under ``faults``; judge the result.
+
+    A plan whose tool calls fail in the crash-free run is infeasible: no violations, and
+    ``outcome.infeasible`` says why.
+    """
     baseline, clean = executor.baseline(plan)
+    if clean.infeasible is not None:
+        return _Verdict(plan, FaultPlan(), clean, [], [], crash_free=True)
     problems = _crash_free_failure(clean)
     if problems:
         return _Verdict(plan, FaultPlan(), clean, problems, [], crash_free=True)
@@ -901,9 +914,10 @@ def _fuzz_with(
     unsafe_tools: str,
     database: ExampleDatabase | None,
 ) -> FuzzReport:
-    from hypothesis import HealthCheck, given, settings
+    from hypothesis import HealthCheck, given, reject, settings
     from hypothesis import seed as hypothesis_seed
     from hypothesis import strategies as st
+    from hypothesis.errors import Unsatisfiable
 
     from .fake_api import instant_retries
     from .strategies import fault_plans
@@ -912,6 +926,7 @@ def _fuzz_with(
     fault_strategy = fault_plans(max_crashes=crashes_max, kinds=kinds)
     local = FuzzStats()
     first_failure: list[int] = []
+    infeasible: list[str] = []
     unsafe_found: dict[tuple[str, str], UnsafeTool] = {}
     test_id = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" ", 1)[0]
     effective_seed = seed
@@ -928,6 +943,9 @@ def _fuzz_with(
     def check(scenario: tuple[Plan, FaultPlan]) -> None:
         plan, faults = scenario
         verdict = _evaluate(executor, plan, faults, budget)
+        if verdict.outcome.infeasible is not None:
+            infeasible[:] = [verdict.outcome.infeasible]
+            reject()
         _count(local, verdict.outcome, verdict.violations)
         for tool in verdict.unsafe:
             local.unsafe_tools.add(tool.tool)
@@ -957,6 +975,13 @@ def _fuzz_with(
         with instant_retries(0.0):
             try:
                 test()
+            except Unsatisfiable:
+                raise ValueError(
+                    "fuzz: almost every plan drawn over these tools failed without any fault, so "
+                    f"there is nothing to crash: {infeasible[0] if infeasible else 'tool errors'}. "
+                    "Give the tools inputs they accept (tighter input_schema: enum, pattern) or "
+                    "pass plans= that work"
+                ) from None
             except OracleFailure as failure:
                 smaller = _minimize(executor, budget, failure)
                 if smaller is None:

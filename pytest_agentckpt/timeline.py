@@ -30,6 +30,7 @@ EventKind = Literal[
     "api_fault",
     "crash",
     "tool_call",
+    "tool_error",
     "effect",
     "store_load",
     "store_save",
@@ -112,6 +113,8 @@ class Timeline:
             return f"CRASH at {d['point']} (occurrence {d['occurrence']})"
         if kind == "tool_call":
             return f"tool call {d['tool']}({_short(d['input'], 60)}) key={d.get('key')}"
+        if kind == "tool_error":
+            return f"tool {d['tool']} answered an error: {_short(d.get('content', ''), 60)}"
         if kind == "effect":
             return f"effect {d['tool']}({_short(d['input'], 60)}) key={d.get('key')}"
         if kind == "store_load":

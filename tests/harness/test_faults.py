@@ -58,11 +58,16 @@ def _before_crash(outcome: _Outcome) -> Event:
 
 def test_crash_is_a_base_exception_so_except_exception_cannot_swallow_it() -> None:
     assert not issubclass(Crash, Exception)
-    with pytest.raises(Crash):
+    injector = FaultInjector(FaultPlan((CrashAt("before_model_call"),)))
+
+    def agent_with_a_broad_handler() -> None:
         try:
-            FaultInjector(FaultPlan((CrashAt("before_model_call"),))).hit("before_model_call")
-        except Exception:  # what an agent's broad handler does
+            injector.hit("before_model_call")
+        except Exception:
             pytest.fail("Crash was caught by except Exception")
+
+    with pytest.raises(Crash):
+        agent_with_a_broad_handler()
 
 
 @pytest.mark.parametrize("point", FAULT_POINTS)
@@ -107,7 +112,7 @@ def test_between_parallel_tools_fires_before_the_second_call_of_a_batch(executor
     outcome = _run(executor, CrashAt("between_parallel_tools", 1))
     before = _before_crash(outcome)
     assert before.kind == "tool_call" and before.data["tool"] == "send_email"
-    assert [e.data["tool"] for e in outcome.timeline.of("tool_call")][0] == "search"
+    assert next(e.data["tool"] for e in outcome.timeline.of("tool_call")) == "search"
     # The crash came before send_email took effect.
     crash = outcome.timeline.of("crash")[0]
     assert not [e for e in outcome.timeline.events[: crash.seq] if e.kind == "effect"]

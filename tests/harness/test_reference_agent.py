@@ -1,0 +1,94 @@
+"""The reference agent passes the harness; the common design and the async path are judged too.
+
+In CI (``--agentckpt-profile ci``) the four reference-agent fuzz tests run 500 examples each:
+2,000 in all.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Iterator
+
+import pytest
+from hypothesis.database import InMemoryExampleDatabase
+
+import reference_agent
+from pytest_agentckpt import OracleFailure, UnsafeToolWarning, fuzz
+from reference_agent.demo_tools import demo_toolbox
+from reference_agent.world import World
+
+from ..buggy_agents import common_design
+from . import async_agent
+from .toolkit import safe_toolbox, toolbox
+
+# No backoff between the agent's own save retries: the store outages are injected.
+REFERENCE = functools.partial(reference_agent.run, retry_backoff=0.0)
+
+
+@pytest.fixture(autouse=True)
+def _quiet_agent_logs() -> Iterator[None]:
+    # The reference agent reports every injected store outage; thousands of lines.
+    logging.disable(logging.WARNING)
+    try:
+        yield
+    finally:
+        logging.disable(logging.NOTSET)
+
+
+def test_reference_agent_survives_every_fault_kind() -> None:
+    with pytest.warns(UnsafeToolWarning, match="send_email"):
+        report = fuzz(REFERENCE, toolbox())
+    assert report.stats.crashes > 0 and report.stats.resumes > 0
+    assert [tool.tool for tool in report.unsafe_tools] == ["send_email"] * len(report.unsafe_tools)
+
+
+def test_reference_agent_survives_crashes_with_tools_that_honour_keys_and_reports_no_unsafe_tool() -> None:
+    report = fuzz(REFERENCE, safe_toolbox(), max_crashes=4)
+    assert report.unsafe_tools == []
+    assert report.stats.violations == {}
+
+
+def test_reference_agent_budget_spans_restarts() -> None:
+    budget = 6
+    fuzz(
+        functools.partial(reference_agent.run, retry_backoff=0.0, max_iterations=budget),
+        safe_toolbox(),
+        budget=budget,
+        max_steps=3,
+    )
+
+
+def test_reference_agent_survives_crashes_with_the_demo_tools() -> None:
+    world = World()
+    try:
+        fuzz(REFERENCE, demo_toolbox(world), unsafe_tools="ignore")
+    finally:
+        world.close()
+
+
+def test_common_design_is_caught() -> None:
+    with pytest.raises(OracleFailure) as caught:
+        fuzz(common_design.run, toolbox(), seed=1, database=InMemoryExampleDatabase())
+    # It deletes its checkpoint on success: even the crash-free run fails this oracle.
+    assert caught.value.oracle == "completed_idempotent"
+
+
+def test_an_async_agent_is_fuzzed_with_an_async_client() -> None:
+    report = fuzz(async_agent.run, safe_toolbox(), max_examples=60)
+    assert report.stats.crashes > 0 and report.stats.violations == {}
+
+
+def test_an_async_agent_with_a_bug_is_caught_too() -> None:
+    async def forgets_pending_calls(task_id: str, goal: str, **kwargs: object) -> str:
+        # Its resume drops the pending calls: a crash mid-batch leaves tool_use unanswered.
+        real_pending = async_agent._pending
+        async_agent._pending = lambda messages: []  # type: ignore[assignment]
+        try:
+            return await async_agent.run(task_id, goal, **kwargs)  # type: ignore[arg-type]
+        finally:
+            async_agent._pending = real_pending
+
+    with pytest.raises(OracleFailure) as caught:
+        fuzz(forgets_pending_calls, safe_toolbox(), seed=2, database=InMemoryExampleDatabase())
+    assert caught.value.oracle == "valid_sequence"
