@@ -1,0 +1,149 @@
+"""The pytest wiring: options, the seed in the header, the terminal summary, pytest-xdist.
+
+Each test runs pytest in a subprocess, so that the plugin's session settings (profile,
+examples, seed) of the inner run cannot leak into this one.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+AGENTS = '''
+import functools
+import reference_agent
+from reference_agent.toolbox import Toolbox, tool
+from pytest_agentckpt import fuzz, OracleFailure
+
+
+@tool(irreversible=True, idempotent=True)
+def put(key: str, idempotency_key: str | None = None) -> str:
+    "Store a key."
+    return "stored " + key
+
+
+TOOLS = Toolbox([put])
+REFERENCE = functools.partial(reference_agent.run, retry_backoff=0.0)
+
+
+def forgetful(task_id, goal, *, client, store, tools):
+    answer = REFERENCE(task_id, goal, client=client, store=store, tools=tools)
+    store.delete(task_id)  # the bug: a completed task is forgotten
+    return answer
+'''
+
+ARGS = ("-p", "no:randomly", "-p", "no:cacheprovider", "-W", "ignore::pytest_agentckpt.UnsafeToolWarning")
+
+
+def _numbers(output: str, label: str) -> int:
+    match = re.search(rf"^{label}: (\d+)", output, re.MULTILINE)
+    assert match, f"no {label!r} line in:\n{output}"
+    return int(match.group(1))
+
+
+def test_the_seed_and_profile_are_in_the_report_header(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_nothing="def test_nothing():\n    pass\n")
+    result = pytester.runpytest_subprocess(*ARGS, "--agentckpt-seed=4242", "--agentckpt-profile=ci")
+    result.stdout.fnmatch_lines(["agentckpt: seed 4242 (reproduce with --agentckpt-seed=4242), profile ci*"])
+    # No fuzz call ran: no summary section.
+    assert "agentckpt fuzzing" not in result.stdout.str()
+
+
+def test_a_random_seed_is_chosen_and_printed_when_none_is_given(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_nothing="def test_nothing():\n    pass\n")
+    result = pytester.runpytest_subprocess(*ARGS)
+    result.stdout.fnmatch_lines(["agentckpt: seed * (reproduce with --agentckpt-seed=*), profile quick"])
+
+
+def test_examples_option_sets_the_examples_of_every_fuzz_call_and_the_summary_counts_them(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeconftest("")
+    pytester.makepyfile(
+        test_fuzz=AGENTS
+        + '''
+def test_reference_passes():
+    report = fuzz(REFERENCE, TOOLS)
+    assert report.examples == 7
+'''
+    )
+    result = pytester.runpytest_subprocess(*ARGS, "--agentckpt-examples=7", "--agentckpt-seed=1")
+    result.assert_outcomes(passed=1)
+    output = result.stdout.str()
+    assert "agentckpt fuzzing" in output
+    assert _numbers(output, "scenarios run") == 7
+    for label in ("fault points hit", "crashes injected", "resumes", "requests validated", "effects checked", "violations found"):
+        assert re.search(rf"^{label}: \d+", output, re.MULTILINE), label
+    assert _numbers(output, "violations found") == 0
+
+
+def test_a_failure_names_the_oracle_and_how_to_reproduce_it_with_the_session_seed(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        test_fuzz=AGENTS
+        + '''
+def test_forgetful_agent():
+    fuzz(forgetful, TOOLS)
+'''
+    )
+    result = pytester.runpytest_subprocess(*ARGS, "--agentckpt-seed=99", "--agentckpt-examples=20")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*OracleFailure: agentckpt: oracle completed_idempotent failed*",
+            "*reproduce: pytest 'test_fuzz.py::test_forgetful_agent' --agentckpt-seed=99*",
+        ]
+    )
+    assert _numbers(result.stdout.str(), "violations found") >= 1
+
+
+def test_under_xdist_the_summary_is_the_total_of_the_workers(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    pytester.makepyfile(
+        test_fuzz=AGENTS
+        + '''
+import pytest
+
+@pytest.mark.parametrize("n", range(4))
+def test_reference_passes(n):
+    assert fuzz(REFERENCE, TOOLS).examples == 5
+'''
+    )
+    result = pytester.runpytest_subprocess(*ARGS, "-n", "2", "--agentckpt-examples=5", "--agentckpt-seed=3")
+    result.assert_outcomes(passed=4)
+    output = result.stdout.str()
+    assert "agentckpt fuzzing (total of 2 workers)" in output
+    assert _numbers(output, "scenarios run") == 20
+
+
+def test_redis_option_shares_the_example_database_through_redis() -> None:
+    from hypothesis.database import MultiplexedDatabase
+    from hypothesis.extra.redis import RedisExampleDatabase
+
+    from pytest_agentckpt.fixtures.harness import _redis_database
+
+    database = _redis_database("redis://127.0.0.1:1/0")
+    assert isinstance(database, MultiplexedDatabase)
+    assert any(isinstance(db, RedisExampleDatabase) for db in database._wrapped)
+
+
+def test_a_bad_examples_value_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_nothing="def test_nothing():\n    pass\n")
+    result = pytester.runpytest_subprocess(*ARGS, "--agentckpt-examples=0")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--agentckpt-examples must be a positive integer*"])
+
+
+def test_the_world_fixture_is_a_fresh_world(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_world='''
+def test_world(world):
+    world.perform("send", {"to": "a"}, idempotency_key=None, honour_key=False, effect=lambda: "ok")
+    assert world.count("send", {"to": "a"}) == 1
+'''
+    )
+    pytester.runpytest_subprocess(*ARGS).assert_outcomes(passed=1)
