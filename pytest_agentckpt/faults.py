@@ -280,6 +280,8 @@ class FaultInjector:
         self.api_sink: Callable[[str], None] | None = None
         #: Stop at the first tool error (the crash-free run of a plan).
         self.strict_tools = False
+        #: Called with the crash before it is raised (process mode kills the process).
+        self.on_crash: Callable[[Crash], None] | None = None
 
     def disarm(self) -> None:
         """Inject nothing more (for the run of a completed task)."""
@@ -295,7 +297,10 @@ class FaultInjector:
         if self._armed.pop((point, occurrence), None) is not None:
             self.crashes += 1
             self.timeline.add("crash", point=point, occurrence=occurrence)
-            raise Crash(point, occurrence)
+            crash = Crash(point, occurrence)
+            if self.on_crash is not None:
+                self.on_crash(crash)  # process mode: SIGKILL here
+            raise crash
 
     def attempt_started(self) -> None:
         """A new attempt: its first model request opens an iteration, and tool calls of an

@@ -288,6 +288,15 @@ def _import_object(path: str, argument: str) -> Any:
     return target
 
 
+def _load_tools(path: str) -> Any:
+    """The toolbox ``"module:attr"`` names: the object, or what it returns if it is a factory."""
+    target = _import_object(path, "tools")
+    if not callable(getattr(target, "definitions", None)) and callable(target):
+        target = target()
+    _check_tools(target)
+    return target
+
+
 def _check_tools(tools: Any) -> None:
     for method in ("definitions", "spec", "call"):
         if not callable(getattr(tools, method, None)):
@@ -825,13 +834,25 @@ def fuzz(
         from ._process import fuzz_process
 
         return fuzz_process(
-            run, tools, max_examples=max_examples or min(profile.max_examples, 20),
-            max_crashes=crashes_max, fault_kinds=kinds, store=store, plans=plans, seed=seed,
-            budget=budget, max_steps=max_steps, max_parallel=max_parallel, goal=goal,
+            run,
+            tools,
+            max_examples=max_examples or _session.examples or min(profile.max_examples, 10),
+            max_crashes=crashes_max,
+            fault_kinds=kinds,
+            store=store,
+            plans=plans,
+            seed=seed,
+            budget=budget,
+            max_steps=max_steps,
+            max_parallel=max_parallel,
+            goal=goal,
+            deadline=deadline,
+            unsafe_tools=unsafe_tools,
+            database=database,
         )
     agent = _resolve_run(run)
     if isinstance(tools, str):
-        tools = _import_object(tools, "tools")
+        tools = _load_tools(tools)
     _check_tools(tools)
     _open_store_source(store)  # validates the argument before any example runs
     examples = max_examples or _session.examples or profile.max_examples
@@ -913,8 +934,9 @@ def _fuzz_with(
     max_parallel: int,
     unsafe_tools: str,
     database: ExampleDatabase | None,
+    shrink: bool = True,
 ) -> FuzzReport:
-    from hypothesis import HealthCheck, given, reject, settings
+    from hypothesis import HealthCheck, Phase, given, reject, settings
     from hypothesis import seed as hypothesis_seed
     from hypothesis import strategies as st
     from hypothesis.errors import Unsatisfiable
@@ -965,6 +987,8 @@ def _fuzz_with(
         "report_multiple_bugs": False,
         "suppress_health_check": list(HealthCheck),
     }
+    if not shrink:
+        chosen_settings["phases"] = [Phase.explicit, Phase.reuse, Phase.generate]
     db = database or _session.database
     if db is not None:
         chosen_settings["database"] = db
@@ -983,7 +1007,7 @@ def _fuzz_with(
                     "pass plans= that work"
                 ) from None
             except OracleFailure as failure:
-                smaller = _minimize(executor, budget, failure)
+                smaller = _minimize(executor, budget, failure, max_runs=300 if shrink else 16)
                 if smaller is None:
                     raise
                 better = smaller.failure(reproduce, found_after=failure.found_after, minimized=True)

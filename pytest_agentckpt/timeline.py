@@ -16,6 +16,7 @@ write" is a question about sequence numbers.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -56,6 +57,9 @@ class Event:
     attempt: int
     kind: EventKind
     data: dict[str, Any] = field(default_factory=dict)
+    #: ``time.monotonic_ns()`` when it happened: one clock for every process on the host,
+    #: so process mode can merge the parent's and the child's events.
+    t: int = 0
 
 
 def _short(value: Any, limit: int = 90) -> str:
@@ -84,9 +88,14 @@ class Timeline:
 
     def add(self, kind: EventKind, **data: Any) -> Event:
         """Record an event of ``kind`` in the current attempt."""
-        event = Event(len(self.events), self.attempt, kind, data)
+        event = Event(len(self.events), self.attempt, kind, data, time.monotonic_ns())
         self.events.append(event)
         return event
+
+    def merge(self, events: Iterable[Event]) -> None:
+        """Add events recorded elsewhere (another process) and re-number all in time order."""
+        merged = sorted([*self.events, *events], key=lambda e: (e.t, e.seq))
+        self.events = [Event(i, e.attempt, e.kind, e.data, e.t) for i, e in enumerate(merged)]
 
     def of(self, *kinds: EventKind) -> list[Event]:
         """The events of the given kinds, in order."""

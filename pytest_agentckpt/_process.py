@@ -1,0 +1,391 @@
+"""Process mode: the agent runs in a child process and dies by SIGKILL at fault points.
+
+In-process crashes are exceptions; a real crash gives the agent no ``finally``, no buffered
+write, no connection close. Here each attempt is a child process:
+
+- the fake Messages API is served over loopback by the parent (``FakeMessagesAPI.serve``);
+  crashes at the model points are the parent SIGKILLing the child from the server's hook;
+- tools and store are wrapped in the child (the World is an SQLite file both sides see);
+  crashes at the tool and store points are the child SIGKILLing itself;
+- every observation is appended to an events file, one JSON line written with a single
+  ``os.write`` (in the kernel before the kill can land), and the parent merges the child's
+  events with its own by ``time.monotonic_ns()``.
+
+The store must be one both processes can open: a URL (``sqlite:///...``,
+``postgresql://...``, ``redis://...``, ``s3://...``); the default is an SQLite file in a
+temporary directory. Children are forked from a fork server that has ``anthropic``
+already imported, so an attempt costs milliseconds, not the SDK's import time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .faults import (
+    Crash,
+    FaultInjector,
+    FaultPlan,
+    FaultyStore,
+    InstrumentedToolbox,
+    PlanInfeasible,
+)
+from .timeline import Event, Timeline
+
+if TYPE_CHECKING:
+    from hypothesis.strategies import SearchStrategy
+
+    from reference_agent.scripted import Plan
+
+    from .harness import Baseline, FuzzReport, _Outcome
+
+__all__ = ["ProcessExecutor", "fuzz_process"]
+
+MODEL_POINTS = frozenset({"iteration_start", "before_model_call", "after_model_call"})
+#: Seconds an attempt may take before the parent kills it as hung.
+ATTEMPT_TIMEOUT = 120.0
+_PRELOAD = ["anthropic", "httpx2", "stores", "reference_agent.world", "pytest_agentckpt.faults"]
+
+
+# -- the child ----------------------------------------------------------------------------
+class _EventFile(Timeline):
+    """A timeline whose every event is also appended to a file, one line per write."""
+
+    def __init__(self, path: str, attempt: int) -> None:
+        super().__init__()
+        self.attempt = attempt
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+
+    def line(self, record: dict[str, Any]) -> None:
+        os.write(self._fd, (json.dumps(record, default=str) + "\n").encode())
+
+    def add(self, kind: Any, **data: Any) -> Event:
+        event = super().add(kind, **data)
+        self.line({"t": event.t, "kind": kind, "data": data})
+        return event
+
+
+class _ChildInjector(FaultInjector):
+    """Counts are written out as they happen: a SIGKILL must not lose them."""
+
+    def __init__(self, plan: FaultPlan, timeline: _EventFile) -> None:
+        super().__init__(plan, timeline)
+        self._file = timeline
+
+    def hit(self, point: Any) -> None:
+        self._file.line({"hit": point})
+        super().hit(point)
+
+    def store_operation(self, operation: str) -> None:
+        self._file.line({"op": operation})
+        super().store_operation(operation)
+
+
+def _die(crash: Crash) -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _child_main(spec: dict[str, Any]) -> None:
+    """One attempt, in the child process (the target of the fork server)."""
+    import anthropic
+
+    from reference_agent.offline import FAKE_API_KEY
+    from reference_agent.world import World
+    from stores import open_store
+
+    from .fake_api import instant_retries
+    from .harness import _import_object, _load_tools
+
+    timeline = _EventFile(spec["events"], spec["attempt"])
+    injector = _ChildInjector(FaultPlan.from_dict(spec["faults"]), timeline)
+    injector.hits.update(spec["hits"])
+    injector.store_ops.update(spec["store_ops"])
+    injector.strict_tools = spec["strict"]
+    injector.on_crash = _die
+    run = _import_object(spec["run"], "run")
+    tools = InstrumentedToolbox(_load_tools(spec["tools"]), World(spec["world"]), injector)
+    store = FaultyStore(open_store(spec["store"]), injector)
+    client = anthropic.Anthropic(api_key=FAKE_API_KEY, base_url=spec["base_url"])
+    try:
+        with instant_retries(0.0):
+            answer = run(spec["task_id"], spec["goal"], client=client, store=store, tools=tools)
+    except PlanInfeasible as exc:
+        timeline.line({"result": "infeasible", "detail": str(exc)})
+        os._exit(3)
+    except BaseException as exc:
+        timeline.line({"result": "error", "detail": f"{type(exc).__name__}: {exc}"})
+        os._exit(1)
+    timeline.line({"result": "answer", "answer": answer})
+    os._exit(0)
+
+
+# -- the parent ---------------------------------------------------------------------------
+def _context(*modules: str) -> Any:
+    import multiprocessing
+
+    if sys.platform.startswith("linux"):
+        context = multiprocessing.get_context("forkserver")
+        # The agent's own modules too: each child is a fork with everything imported.
+        context.set_forkserver_preload([*_PRELOAD, "pytest_agentckpt._process", *modules])
+        return context
+    return multiprocessing.get_context("spawn")
+
+
+class _ChildRecord:
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.hits: Counter[str] = Counter()
+        self.ops: Counter[str] = Counter()
+        self.result: dict[str, Any] | None = None
+        self.offset = 0
+
+
+def _read_child(path: Path, record: _ChildRecord, attempt: int) -> None:
+    if not path.exists():
+        return
+    with path.open("rb") as handle:
+        handle.seek(record.offset)
+        data = handle.read()
+    # A line cut by the kill has no newline: leave it (it cannot be, os.write is atomic
+    # for these sizes, but do not trust that blindly).
+    complete = data[: data.rfind(b"\n") + 1]
+    record.offset += len(complete)
+    for raw in complete.splitlines():
+        line = json.loads(raw)
+        if "hit" in line:
+            record.hits[line["hit"]] += 1
+        elif "op" in line:
+            record.ops[line["op"]] += 1
+        elif "result" in line:
+            record.result = line
+        else:
+            record.events.append(Event(0, attempt, line["kind"], line["data"], line["t"]))
+
+
+class ProcessExecutor:
+    """Runs an importable agent in child processes; the same interface as the in-process one."""
+
+    def __init__(
+        self,
+        run: str,
+        tools: str,
+        *,
+        store: str | None,
+        budget: int | None,
+        max_resumes: int | None,
+        goal: str,
+    ) -> None:
+        from stores import open_store
+
+        from .harness import _import_object, _load_tools, _tool_flags
+
+        if not isinstance(run, str) or not isinstance(tools, str):
+            raise TypeError(
+                "mode='process' needs run and tools as importable 'module:attr' strings, so that "
+                "a child process can import them"
+            )
+        _import_object(run, "run")  # fail now, not in the child
+        self.run_spec, self.tools_spec = run, tools
+        self.tools = _load_tools(tools)
+        self.flags = _tool_flags(self.tools)
+        self.budget, self.max_resumes, self.goal = budget, max_resumes, goal
+        self._dir = Path(tempfile.mkdtemp(prefix="agentckpt-process-"))
+        if store is not None and (not isinstance(store, str) or store.startswith("memory:")):
+            raise ValueError(
+                "store: mode='process' needs a store URL both processes can open "
+                "(sqlite:///path, postgresql://..., redis://..., s3://...), not "
+                f"{store!r}"
+            )
+        self.store_url = store or f"sqlite:///{self._dir / 'checkpoints.db'}"
+        self.store = open_store(self.store_url)
+        self._ids = itertools.count(1)
+        self._prefix = hashlib.sha1(os.urandom(8)).hexdigest()[:8]
+        self._context = _context(run.partition(":")[0], tools.partition(":")[0])
+        self._baselines: dict[str, tuple[Baseline, _Outcome]] = {}
+
+    def close(self) -> None:
+        self.store.close()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def baseline(self, plan: Plan) -> tuple[Baseline, _Outcome]:
+        from .harness import _Executor
+
+        return _Executor.baseline(self, plan)  # type: ignore[arg-type]
+
+    def execute(self, plan: Plan, faults: FaultPlan, *, rerun: bool = True) -> _Outcome:
+        from reference_agent.offline import FakeMessagesAPI
+        from reference_agent.scripted import PlanModel
+
+        from .harness import _Outcome
+
+        number = next(self._ids)
+        task_id = f"fuzz-{self._prefix}-{number}"
+        world = self._dir / f"world-{number}.db"
+        events = self._dir / f"events-{number}.jsonl"
+        parent_plan = FaultPlan(
+            tuple(c for c in faults.crashes if c.point in MODEL_POINTS), faults.api_faults, ()
+        )
+        child_plan = FaultPlan(
+            tuple(c for c in faults.crashes if c.point not in MODEL_POINTS), (), faults.store_faults
+        )
+        timeline = Timeline()
+        injector = FaultInjector(parent_plan, timeline)
+        api = FakeMessagesAPI(PlanModel(plan), validate=True)
+        current: dict[str, Any] = {}
+
+        def kill(crash: Crash) -> None:
+            process = current.get("process")
+            if process is not None and process.pid:
+                os.kill(process.pid, signal.SIGKILL)
+
+        injector.on_crash = kill
+        api.add_hook(injector.model_hook)
+        injector.api_sink = lambda kind: api.fail_next(kind)  # type: ignore[arg-type]
+        child = _ChildRecord()
+        outcome = _Outcome(timeline, completed=False, answer=None, error=None)
+        limit = self.max_resumes if self.max_resumes is not None else faults.size + 3
+        quiet_errors = 0
+        try:
+            with api.serve() as base_url:
+
+                def attempt(child_faults: FaultPlan, strict: bool) -> tuple[str, Any]:
+                    timeline.start_attempt()
+                    injector.attempt_started()
+                    api.clear_faults()
+                    spec = {
+                        "run": self.run_spec,
+                        "tools": self.tools_spec,
+                        "task_id": task_id,
+                        "goal": self.goal,
+                        "store": self.store_url,
+                        "world": str(world),
+                        "events": str(events),
+                        "base_url": base_url,
+                        "attempt": timeline.attempt,
+                        "faults": child_faults.to_dict(),
+                        "hits": dict(child.hits),
+                        "store_ops": dict(child.ops),
+                        "strict": strict,
+                    }
+                    child.result = None
+                    process = self._context.Process(target=_child_main, args=(spec,), daemon=True)
+                    current["process"] = process
+                    process.start()
+                    process.join(ATTEMPT_TIMEOUT)
+                    if process.exitcode is None:
+                        process.kill()
+                        process.join()
+                    current.pop("process", None)
+                    _read_child(events, child, timeline.attempt)
+                    new, child.events = child.events, []
+                    timeline.merge(new)
+                    code = process.exitcode
+                    if code == -signal.SIGKILL:
+                        crash_seen = injector.crashes + sum(1 for e in new if e.kind == "crash")
+                        timeline.add("attempt_end", outcome="crash", detail="SIGKILL")
+                        return "crash", crash_seen
+                    result = child.result or {"result": "error", "detail": f"exit code {code}"}
+                    if result["result"] == "answer":
+                        return "answer", result["answer"]
+                    timeline.add("attempt_end", outcome=result["result"], detail=result.get("detail"))
+                    return result["result"], result.get("detail")
+
+                for _ in range(limit + 1):
+                    before = len(timeline.of("crash", "api_fault", "store_outage"))
+                    kind, value = attempt(child_plan, faults.size == 0)
+                    if kind == "crash":
+                        quiet_errors = 0
+                        continue
+                    if kind == "infeasible":
+                        outcome.infeasible = outcome.error = str(value)
+                        break
+                    if kind == "error":
+                        outcome.error = str(value)
+                        faulted = len(timeline.of("crash", "api_fault", "store_outage")) > before
+                        quiet_errors = 0 if faulted else quiet_errors + 1
+                        if quiet_errors >= 2:
+                            break
+                        continue
+                    if self._still_running(task_id):
+                        timeline.add("attempt_end", outcome="stopped", detail=str(value))
+                        continue
+                    timeline.add("attempt_end", outcome="answer", detail=str(value))
+                    outcome.completed, outcome.answer, outcome.error = True, value, None
+                    break
+                if outcome.completed and rerun:
+                    injector.disarm()
+                    outcome.rerun_from = len(timeline)
+                    kind, value = attempt(FaultPlan(), False)
+                    outcome.rerun_answer = value if kind == "answer" else None
+                    timeline.add("attempt_end", outcome=kind, detail=str(value))
+        finally:
+            self.store.delete(task_id)
+        hits = Counter(injector.hits)
+        hits.update(child.hits)
+        outcome.hits = hits
+        outcome.crashes = len(timeline.of("crash"))
+        return outcome
+
+    def _still_running(self, task_id: str) -> bool:
+        try:
+            checkpoint = self.store.load(task_id)
+        except Exception:
+            return False
+        return checkpoint is not None and checkpoint.status == "running"
+
+
+def fuzz_process(
+    run: Any,
+    tools: Any,
+    *,
+    max_examples: int,
+    max_crashes: int,
+    fault_kinds: frozenset[str],
+    store: Any,
+    plans: SearchStrategy[Plan] | Any,
+    seed: int | None,
+    budget: int | None,
+    max_steps: int,
+    max_parallel: int,
+    goal: str,
+    deadline: Any = None,
+    unsafe_tools: str = "warn",
+    database: Any = None,
+) -> FuzzReport:
+    """``fuzz(mode="process")``: the same search and oracles, one child process per attempt.
+
+    Hypothesis's own shrinking would re-run hundreds of multi-process scenarios; here only
+    the harness's bounded minimizer shrinks.
+    """
+    from .harness import _fuzz_with, _import_object
+
+    executor = ProcessExecutor(run, tools, store=store, budget=budget, max_resumes=None, goal=goal)
+    try:
+        return _fuzz_with(
+            executor,  # type: ignore[arg-type]
+            _import_object(run, "run"),
+            executor.tools,
+            examples=max_examples,
+            crashes_max=max_crashes,
+            kinds=fault_kinds,
+            deadline=deadline,
+            plans=plans,
+            seed=seed,
+            budget=budget,
+            max_steps=max_steps,
+            max_parallel=max_parallel,
+            unsafe_tools=unsafe_tools,
+            database=database,
+            shrink=False,
+        )
+    finally:
+        executor.close()

@@ -1,0 +1,83 @@
+"""Process mode: the agent runs in a child process and is SIGKILLed at fault points."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis.database import InMemoryExampleDatabase
+
+from pytest_agentckpt import FaultPlan, OracleFailure, fuzz
+from pytest_agentckpt._process import ProcessExecutor
+from pytest_agentckpt.faults import CrashAt, StoreFault
+from reference_agent.scripted import Plan, Step, ToolCall
+
+REFERENCE = "tests.harness.process_agents:reference"
+BUGGY = "tests.harness.process_agents:buggy"
+TOOLS = "tests.harness.toolkit:toolbox"
+PLAN = Plan(
+    (Step((ToolCall("search", {"query": "crash"}), ToolCall("send_email", {"to": "ann"}))), Step((ToolCall("write_record", {"key": "a"}),))),
+    "all done",
+)
+
+
+@pytest.fixture(autouse=True)
+def _quiet_agent_logs() -> Iterator[None]:
+    logging.disable(logging.WARNING)
+    try:
+        yield
+    finally:
+        logging.disable(logging.NOTSET)
+
+
+@pytest.fixture
+def executor(tmp_path: Path) -> Iterator[ProcessExecutor]:
+    ex = ProcessExecutor(REFERENCE, TOOLS, store=f"sqlite:///{tmp_path / 'store.db'}", budget=None, max_resumes=None, goal="g")
+    try:
+        yield ex
+    finally:
+        ex.close()
+
+
+@pytest.mark.parametrize("point", ["after_model_call", "after_tool_effect", "after_checkpoint_write", "between_parallel_tools"])
+def test_a_sigkill_at_a_fault_point_is_resumed_from_the_store_in_a_new_process(executor: ProcessExecutor, point: str) -> None:
+    outcome = executor.execute(PLAN, FaultPlan((CrashAt(point, 1),)))  # type: ignore[arg-type]
+    ends = [e.data["outcome"] for e in outcome.timeline.of("attempt_end")]
+    assert ends[0] == "crash"  # the child died by SIGKILL
+    assert [c.data["point"] for c in outcome.timeline.of("crash")] == [point]
+    assert outcome.completed and outcome.answer == "all done"
+    # Events of both processes are merged in time order: the crash closes attempt 1.
+    crash = outcome.timeline.of("crash")[0]
+    assert outcome.timeline.events[crash.seq + 1].kind == "attempt_end"
+
+
+def test_a_store_outage_in_the_child_is_survived(executor: ProcessExecutor) -> None:
+    outcome = executor.execute(PLAN, FaultPlan(store_faults=(StoreFault("store_outage", "save", 3),)))
+    assert outcome.timeline.of("store_outage") and outcome.completed
+
+
+def test_process_mode_passes_the_reference_agent_for_a_few_examples(tmp_path: Path) -> None:
+    report = fuzz(
+        REFERENCE, TOOLS, mode="process", max_examples=3, seed=11,
+        store=f"sqlite:///{tmp_path / 'store.db'}", database=InMemoryExampleDatabase(), unsafe_tools="ignore",
+    )
+    assert report.examples == 3
+
+
+def test_process_mode_catches_a_duplicate_effect_after_a_real_kill() -> None:
+    with pytest.raises(OracleFailure) as caught:
+        fuzz(
+            BUGGY, TOOLS, mode="process", max_examples=10, seed=1, plans=[PLAN],
+            fault_kinds=["after_tool_effect"], database=InMemoryExampleDatabase(), unsafe_tools="ignore",
+        )
+    assert caught.value.oracle == "no_duplicate_effect"
+    assert "SIGKILL" in str(caught.value)
+
+
+def test_process_mode_needs_importable_names_and_a_shared_store() -> None:
+    with pytest.raises(TypeError, match="module:attr"):
+        fuzz(lambda *a, **k: "x", TOOLS, mode="process")
+    with pytest.raises(ValueError, match="both processes can open"):
+        fuzz(REFERENCE, TOOLS, mode="process", store="memory://")
