@@ -46,7 +46,8 @@ if TYPE_CHECKING:
 
     from reference_agent.scripted import Plan
 
-    from .harness import Baseline, FuzzReport, _Outcome
+    from .harness import FuzzReport, _Outcome
+    from .oracles import Baseline
 
 __all__ = ["ProcessExecutor", "fuzz_process"]
 

@@ -147,7 +147,7 @@ def test_occurrences_count_across_resumes(executor: _Executor) -> None:
 
 def test_api_faults_reach_the_sdk_and_its_retries_absorb_them(executor: _Executor) -> None:
     for kind in ("rate_limit", "server_error", "overloaded", "timeout", "disconnect", "lost_response"):
-        outcome = executor.execute(PLAN, FaultPlan(api_faults=(ApiFault(kind, 2),)))  # type: ignore[arg-type]
+        outcome = executor.execute(PLAN, FaultPlan(api_faults=(ApiFault(kind, 2),)))
         assert [e.data["fault"] for e in outcome.timeline.of("api_fault")] == [kind]
         assert outcome.completed and outcome.answer == "all done", kind
 

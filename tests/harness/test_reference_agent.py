@@ -83,7 +83,7 @@ def test_an_async_agent_with_a_bug_is_caught_too() -> None:
     async def forgets_pending_calls(task_id: str, goal: str, **kwargs: object) -> str:
         # Its resume drops the pending calls: a crash mid-batch leaves tool_use unanswered.
         real_pending = async_agent._pending
-        async_agent._pending = lambda messages: []  # type: ignore[assignment]
+        async_agent._pending = lambda messages: []
         try:
             return await async_agent.run(task_id, goal, **kwargs)  # type: ignore[arg-type]
         finally:
