@@ -423,6 +423,8 @@ class FaultyStore:
         return checkpoint
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        from pydantic_core import from_json, to_json
+
         from stores import ConflictError, StoreUnavailableError
 
         injector = self.injector
@@ -444,7 +446,7 @@ class FaultyStore:
             version=saved.version,
             iteration=saved.iteration,
             status=saved.status,
-            messages=json.loads(json.dumps(saved.messages, default=str)),
+            messages=from_json(to_json(saved.messages, fallback=str)),
         )
         injector.hit("after_checkpoint_write")
         return saved

@@ -80,6 +80,7 @@ __all__ = [
 ]
 
 Mode = Literal["memory", "process"]
+ClientPath = Literal["sdk", "direct"]
 StoreSource = "CheckpointStore | str | Callable[[], CheckpointStore] | None"
 
 #: Model requests one scenario may make before the harness calls the agent runaway.
@@ -341,9 +342,10 @@ class _Router:
         self._sync_transport = Sync()
         self._async_transport = Async()
         self._client: anthropic.Anthropic | None = None
-        self._async_client: anthropic.AsyncAnthropic | None = None
+        self.api: FakeMessagesAPI
 
     def use(self, api: FakeMessagesAPI) -> None:
+        self.api = api
         self.sync = api.transport()
         self.async_ = api.async_transport()
 
@@ -373,6 +375,54 @@ class _Router:
             base_url="http://agentckpt.fake",
             http_client=httpx2.AsyncClient(transport=self._async_transport),
         )
+
+
+class _DirectMessages:
+    """``client.messages.create`` straight into the fake API: no HTTP stack, no SDK parsing
+    of a request. The fake still validates, runs the hooks and injects the faults; status
+    errors become the SDK's exception classes after the SDK's two retries."""
+
+    _ERRORS = {400: "BadRequestError", 429: "RateLimitError", 500: "InternalServerError", 529: "OverloadedError"}
+
+    def __init__(self, router: _Router) -> None:
+        self._router = router
+
+    def create(self, **params: Any) -> Any:
+        import anthropic
+        import httpx2
+        from pydantic_core import to_json
+
+        from reference_agent.offline import FAKE_API_KEY
+
+        body = to_json(params, exclude_none=True)
+        request = httpx2.Request("POST", "http://agentckpt.direct/v1/messages")
+        for _ in range(3):  # the SDK's default: one try and two retries
+            status, _headers, raw, drop = self._router.api.handle(
+                "POST", "/v1/messages", {"x-api-key": FAKE_API_KEY}, body
+            )
+            if drop is None and status == 200:
+                return anthropic.types.Message.model_validate_json(raw)
+            if drop is None and status not in (429, 500, 529):
+                break
+        if drop == "timeout":
+            raise anthropic.APITimeoutError(request=request)
+        if drop is not None:
+            raise anthropic.APIConnectionError(request=request)
+        payload = json.loads(raw)
+        error = getattr(anthropic, self._ERRORS.get(status, "APIStatusError"))
+        message = f"Error code: {status} - {payload}"
+        raise error(message, response=httpx2.Response(status, content=raw, request=request), body=payload)
+
+
+class _DirectClient:
+    """A stand-in for ``anthropic.Anthropic`` offering only ``messages.create``: the fast
+    path of ``fuzz(client="direct")`` for agents that use nothing else of the SDK."""
+
+    def __init__(self, router: _Router) -> None:
+        self.messages = _DirectMessages(router)
+
+    def with_options(self, **_: Any) -> _DirectClient:
+        return self
 
 
 class _Runaway(BaseException):
@@ -425,9 +475,11 @@ class _Executor:
         budget: int | None,
         max_resumes: int | None,
         goal: str,
+        client: ClientPath = "sdk",
     ) -> None:
         from reference_agent.world import World
 
+        self.client_path = client
         self.run = run
         self.is_async = _is_async(run)
         self.tools = tools
@@ -504,7 +556,7 @@ class _Executor:
                     if quiet_errors >= 2:
                         break
                     continue
-                if self._still_running(task_id):
+                if self._still_running(task_id, timeline):
                     timeline.add("attempt_end", outcome="stopped", detail=str(answer))
                     continue
                 timeline.add("attempt_end", outcome="answer", detail=str(answer))
@@ -538,11 +590,15 @@ class _Executor:
                     await client.close()
 
             return asyncio.run(main())
-        return self.run(task_id, self.goal, client=self.router.client(), store=store, tools=tools)
+        client = _DirectClient(self.router) if self.client_path == "direct" else self.router.client()
+        return self.run(task_id, self.goal, client=client, store=store, tools=tools)
 
-    def _still_running(self, task_id: str) -> bool:
+    def _still_running(self, task_id: str, timeline: Timeline) -> bool:
         # An agent that returns while its checkpoint says "running" stopped cleanly
         # (a store outage, a budget) rather than finished: resume it.
+        saves = timeline.of("store_save")
+        if saves and saves[-1].data.get("status") == "completed" and saves[-1].attempt == timeline.attempt:
+            return False
         try:
             checkpoint = self.store.load(task_id)
         except Exception:
@@ -789,6 +845,7 @@ def fuzz(
     goal: str = "Carry out the task.",
     unsafe_tools: Literal["warn", "error", "ignore"] = "warn",
     mode: Mode = "memory",
+    client: ClientPath = "sdk",
     database: ExampleDatabase | None = None,
 ) -> FuzzReport:
     """Fuzz ``run`` with crashes and resumes; raise :class:`OracleFailure` on a violation.
@@ -804,6 +861,8 @@ def fuzz(
     reproduce a run. ``budget``: the agent's iteration limit, if it has one, so the
     harness can check that it spans restarts. ``mode="process"``: run the agent in a child
     process and SIGKILL it (``run`` and ``tools`` as ``"module:attr"``; ``store`` a URL).
+    ``client="direct"``: a faster stand-in for the SDK client offering only
+    ``messages.create`` (for agents that use nothing else of it; default ``"sdk"``).
 
     >>> from pytest_agentckpt import fuzz
     >>> from reference_agent import run, demo_toolbox
@@ -811,6 +870,8 @@ def fuzz(
     """
     if mode not in ("memory", "process"):
         raise ValueError(f"mode must be 'memory' or 'process', not {mode!r}")
+    if client not in ("sdk", "direct"):
+        raise ValueError(f"client must be 'sdk' or 'direct', not {client!r}")
     if unsafe_tools not in ("warn", "error", "ignore"):
         raise ValueError(f"unsafe_tools must be 'warn', 'error' or 'ignore', not {unsafe_tools!r}")
     if max_examples is not None and (not isinstance(max_examples, int) or max_examples < 1):
@@ -856,7 +917,11 @@ def fuzz(
     _check_tools(tools)
     _open_store_source(store)  # validates the argument before any example runs
     examples = max_examples or _session.examples or profile.max_examples
-    executor = _Executor(agent, tools, store=store, budget=budget, max_resumes=max_resumes, goal=goal)
+    if client == "direct" and _is_async(agent):
+        raise ValueError("client='direct' is for sync agents; an async agent gets the SDK's async client")
+    executor = _Executor(
+        agent, tools, store=store, budget=budget, max_resumes=max_resumes, goal=goal, client=client
+    )
     try:
         return _fuzz_with(
             executor, agent, tools, examples=examples, crashes_max=crashes_max, kinds=kinds,

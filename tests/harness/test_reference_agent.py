@@ -92,3 +92,19 @@ def test_an_async_agent_with_a_bug_is_caught_too() -> None:
     with pytest.raises(OracleFailure) as caught:
         fuzz(forgets_pending_calls, safe_toolbox(), seed=2, database=InMemoryExampleDatabase())
     assert caught.value.oracle == "valid_sequence"
+
+
+def test_the_direct_client_path_passes_the_reference_agent_through_every_fault_kind() -> None:
+    report = fuzz(REFERENCE, toolbox(), client="direct", unsafe_tools="ignore")
+    assert report.stats.api_faults > 0 and report.stats.crashes > 0
+
+
+def test_the_direct_client_path_still_answers_an_invalid_history_with_the_apis_400() -> None:
+    import anthropic
+
+    from ..buggy_agents import no_repair
+
+    with pytest.raises(OracleFailure) as caught:
+        fuzz(no_repair.run, toolbox(), client="direct", seed=4, database=InMemoryExampleDatabase())
+    assert caught.value.oracle == "valid_sequence"
+    assert anthropic.BadRequestError.__name__ in str(caught.value)
