@@ -581,16 +581,16 @@ class _Executor:
 
     def _call(self, task_id: str, store: FaultyStore, tools: InstrumentedToolbox) -> Any:
         if self.is_async:
-            client = self.router.async_client()
+            async_client = self.router.async_client()
 
             async def main() -> Any:
                 try:
-                    return await self.run(task_id, self.goal, client=client, store=store, tools=tools)
+                    return await self.run(task_id, self.goal, client=async_client, store=store, tools=tools)
                 finally:
-                    await client.close()
+                    await async_client.close()
 
             return asyncio.run(main())
-        client = _DirectClient(self.router) if self.client_path == "direct" else self.router.client()
+        client: Any = _DirectClient(self.router) if self.client_path == "direct" else self.router.client()
         return self.run(task_id, self.goal, client=client, store=store, tools=tools)
 
     def _still_running(self, task_id: str, timeline: Timeline) -> bool:

@@ -113,7 +113,7 @@ def bench_floor(bodies: list[dict[str, Any]]) -> float:
     client = anthropic.Anthropic(
         api_key="k", base_url="http://floor.test", http_client=httpx2.Client(transport=httpx2.MockTransport(handler))
     )
-    definitions = toolbox().definitions()
+    definitions: Any = toolbox().definitions()
     for body in bodies[:20]:  # warm up
         client.messages.create(model="m", max_tokens=4096, messages=body["messages"], tools=definitions)
     started = time.perf_counter()
