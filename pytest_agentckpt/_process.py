@@ -258,8 +258,8 @@ class ProcessExecutor:
         try:
             with api.serve() as base_url:
 
-                def attempt(child_faults: FaultPlan, strict: bool) -> tuple[str, Any]:
-                    timeline.start_attempt()
+                def attempt(child_faults: FaultPlan, strict: bool, note: str = "") -> tuple[str, Any]:
+                    timeline.start_attempt(note)
                     injector.attempt_started()
                     api.clear_faults()
                     spec = {
@@ -325,7 +325,7 @@ class ProcessExecutor:
                 if outcome.completed and rerun:
                     injector.disarm()
                     outcome.rerun_from = len(timeline)
-                    kind, value = attempt(FaultPlan(), False)
+                    kind, value = attempt(FaultPlan(), False, "the completed task, run again")
                     outcome.rerun_answer = value if kind == "answer" else None
                     timeline.add("attempt_end", outcome=kind, detail=str(value))
         finally:

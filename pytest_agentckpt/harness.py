@@ -566,7 +566,7 @@ class _Executor:
                 injector.plan = FaultPlan()
                 injector.disarm()
                 outcome.rerun_from = len(timeline)
-                timeline.start_attempt()
+                timeline.start_attempt("the completed task, run again")
                 try:
                     outcome.rerun_answer = self._call(task_id, store, tools)
                     timeline.add("attempt_end", outcome="answer", detail=str(outcome.rerun_answer))

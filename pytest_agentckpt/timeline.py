@@ -80,10 +80,10 @@ class Timeline:
     def __len__(self) -> int:
         return len(self.events)
 
-    def start_attempt(self) -> int:
+    def start_attempt(self, note: str = "") -> int:
         """Open the next attempt (the first run is attempt 1) and return its number."""
         self.attempt += 1
-        self.add("attempt_start")
+        self.add("attempt_start", note=note)
         return self.attempt
 
     def add(self, kind: EventKind, **data: Any) -> Event:
@@ -106,7 +106,8 @@ class Timeline:
         d = event.data
         kind = event.kind
         if kind == "attempt_start":
-            return f"--- attempt {event.attempt} starts" + (" (resume)" if event.attempt > 1 else "")
+            note = d.get("note") or ("resume" if event.attempt > 1 else "")
+            return f"--- attempt {event.attempt} starts" + (f" ({note})" if note else "")
         if kind == "attempt_end":
             return f"--- attempt {event.attempt} ends: {d.get('outcome')} {_short(d.get('detail', ''))}"
         if kind == "model_request":
