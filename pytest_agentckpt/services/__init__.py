@@ -8,13 +8,23 @@ skips its backend tests proves nothing.
 
 from __future__ import annotations
 
+import atexit
 import os
 import socket
-from typing import NoReturn
+from collections.abc import Callable
+from typing import Any, NoReturn
+from urllib.parse import urlsplit
 
 import pytest
 
-__all__ = ["backend_unavailable", "free_port", "in_ci", "port_open"]
+__all__ = [
+    "backend_unavailable",
+    "docker_engine_answers",
+    "free_port",
+    "in_ci",
+    "port_open",
+    "start_container",
+]
 
 
 def in_ci() -> bool:
@@ -45,3 +55,44 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def docker_engine_answers(timeout: float = 1.0) -> bool:
+    """Whether a Docker engine answers ``/_ping`` (fast: an installed client with no
+    daemon behind it answers False within ``timeout``)."""
+    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    request = b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n"
+    try:
+        if host.startswith("unix://"):
+            path = host[len("unix://") :]
+            if not os.path.exists(path):
+                return False
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.settimeout(timeout)
+                sock.connect(path)
+                sock.sendall(request)
+                reply = sock.recv(64)
+        elif host.startswith("tcp://"):
+            parts = urlsplit(host)
+            with socket.create_connection(
+                (parts.hostname or "127.0.0.1", parts.port or 2375), timeout=timeout
+            ) as sock:
+                sock.sendall(request)
+                reply = sock.recv(64)
+        else:
+            return False
+    except OSError:
+        return False
+    return reply.startswith(b"HTTP/") and b" 200 " in reply.split(b"\r\n", 1)[0]
+
+
+def start_container(make: Callable[[], Any], url_of: Callable[[Any], str]) -> str | None:
+    """Start a testcontainers container (stopped at exit) and return its URL, or None when
+    the engine refuses or the image cannot be had: the caller then skips as for no server."""
+    try:
+        container = make()
+        container.start()
+    except Exception:
+        return None
+    atexit.register(container.stop)
+    return url_of(container)

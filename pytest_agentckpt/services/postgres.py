@@ -20,8 +20,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from . import free_port, port_open
-from .redis import docker_engine_answers
+from . import docker_engine_answers, free_port, port_open, start_container
 
 __all__ = ["ENV_VAR", "HOW_TO_ENABLE", "PrivatePostgres", "find_url", "server_answers"]
 
@@ -52,24 +51,15 @@ def server_answers(url: str, timeout: float = 3.0) -> bool:
     return row == (1,)
 
 
-_container: object | None = None
-
-
 def _container_url() -> str | None:
-    global _container
     try:
         from testcontainers.postgres import PostgresContainer
     except ImportError:
         return None
-    try:
-        container = PostgresContainer("postgres:16-alpine", dbname="test")
-        container.start()
-    except Exception:  # the engine refused or the image is unavailable: "no server"
-        return None
-    _container = container
-    atexit.register(container.stop)
-    url: str = container.get_connection_url(driver=None)
-    return url
+    return start_container(
+        lambda: PostgresContainer("postgres:16-alpine", dbname="test"),
+        lambda c: str(c.get_connection_url(driver=None)),
+    )
 
 
 @functools.cache

@@ -7,7 +7,6 @@ AOF on or off: never do that to a shared server).
 
 from __future__ import annotations
 
-import atexit
 import os
 import shutil
 import signal
@@ -16,11 +15,10 @@ import subprocess
 import time
 from pathlib import Path
 from types import TracebackType
-from urllib.parse import urlsplit
 
-from . import free_port, port_open
+from . import docker_engine_answers, free_port, port_open, start_container
 
-__all__ = ["ENV_VAR", "HOW_TO_ENABLE", "PrivateRedis", "docker_engine_answers", "find_url"]
+__all__ = ["ENV_VAR", "HOW_TO_ENABLE", "PrivateRedis", "find_url"]
 
 ENV_VAR = "AGENTCKPT_TEST_REDIS_URL"
 
@@ -48,54 +46,15 @@ def _ping(host: str, port: int, timeout: float = 1.0) -> bool:
     return reply.startswith((b"+PONG", b"-NOAUTH", b"-ERR"))
 
 
-def docker_engine_answers(timeout: float = 1.0) -> bool:
-    """Whether a Docker engine answers ``/_ping`` (fast: an installed client with no
-    daemon behind it answers False within ``timeout``)."""
-    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-    request = b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n"
-    try:
-        if host.startswith("unix://"):
-            path = host[len("unix://") :]
-            if not os.path.exists(path):
-                return False
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-                sock.settimeout(timeout)
-                sock.connect(path)
-                sock.sendall(request)
-                reply = sock.recv(64)
-        elif host.startswith("tcp://"):
-            parts = urlsplit(host)
-            with socket.create_connection(
-                (parts.hostname or "127.0.0.1", parts.port or 2375), timeout=timeout
-            ) as sock:
-                sock.sendall(request)
-                reply = sock.recv(64)
-        else:
-            return False
-    except OSError:
-        return False
-    return reply.startswith(b"HTTP/") and b" 200 " in reply.split(b"\r\n", 1)[0]
-
-
-_container: object | None = None
-
-
 def _container_url() -> str | None:
-    global _container
     try:
         from testcontainers.redis import RedisContainer
     except ImportError:
         return None
-    try:
-        container = RedisContainer("redis:7-alpine")
-        container.start()
-    except Exception:  # the engine refused: treat as "no server", the caller skips
-        return None
-    _container = container
-    atexit.register(container.stop)
-    host = container.get_container_host_ip()
-    port = container.get_exposed_port(6379)
-    return f"redis://{host}:{port}/0"
+    return start_container(
+        lambda: RedisContainer("redis:7-alpine"),
+        lambda c: f"redis://{c.get_container_host_ip()}:{c.get_exposed_port(6379)}/0",
+    )
 
 
 def find_url() -> str | None:
