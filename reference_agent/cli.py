@@ -600,14 +600,19 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def _store_option(parser: argparse.ArgumentParser) -> None:
+_STORE_EXAMPLES = (
+    "e.g. sqlite:///tasks.db, postgresql://user@host/db, redis://host:6379/0, "
+    "s3://bucket/prefix?endpoint_url=…"
+)
+
+
+def _store_option(parser: argparse.ArgumentParser, *, default: str | None = None) -> None:
+    default = default or f"$AGENTCKPT_STORE_URL, else {DEFAULT_STORE_URL}"
     parser.add_argument(
         "--store",
         metavar="URL",
         default=None,
-        help="checkpoint store URL (default: $AGENTCKPT_STORE_URL, else "
-        f"{DEFAULT_STORE_URL}); e.g. sqlite:///tasks.db, postgresql://user@host/db, "
-        "redis://host:6379/0, s3://bucket/prefix?endpoint_url=…",
+        help=f"checkpoint store URL (default: {default}); {_STORE_EXAMPLES}",
     )
 
 
@@ -635,7 +640,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=None, help="reproduce a run (default: random, printed)")
     demo.add_argument("--kills", type=int, default=1, choices=range(1, 6), metavar="N",
                       help="how many times to SIGKILL the agent (1-5, default 1)")
-    _store_option(demo)
+    _store_option(demo, default="a SQLite file in a temporary directory, removed afterwards")
     demo.set_defaults(store=None)
     demo.add_argument("--json", action="store_true", help="print one JSON report instead of the timeline")
     demo.set_defaults(func=cmd_demo)
