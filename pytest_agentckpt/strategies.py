@@ -282,16 +282,18 @@ def fault_plans(
     occurrence = st.integers(1, max_occurrence)
     crash = st.builds(CrashAt, st.sampled_from(points), occurrence) if points else None
     api_fault = st.builds(ApiFault, st.sampled_from(api), occurrence) if api else None
-    # A load happens once per attempt; 2 and 3 are the loads of the first resumes, the
-    # interesting ones (sampled, not integers(), so they are drawn as often as 1).
-    store_fault = (
-        st.one_of(
-            st.builds(StoreFault, st.sampled_from(store), st.just("load"), st.sampled_from([2, 3, 1]), st.integers(1, 2), st.just(0.0005)),
-            st.builds(StoreFault, st.sampled_from(store), st.just("save"), occurrence, st.integers(1, 2), st.just(0.0005)),
-        )
-        if store
-        else None
-    )
+    # A load happens once per attempt: 2 and 3 are the loads of the first resumes, the
+    # interesting ones (sampled, not integers(), so they are drawn as often as 1). An
+    # outage on load is its own branch: it is what finds "a load error means no checkpoint".
+    span = st.integers(1, 2)
+    delay = st.just(0.0005)
+    branches: list[st.SearchStrategy[StoreFault]] = []
+    if "store_outage" in store:
+        branches.append(st.builds(StoreFault, st.just("store_outage"), st.just("load"), st.sampled_from([2, 3, 1]), span, delay))
+        branches.append(st.builds(StoreFault, st.just("store_outage"), st.just("save"), occurrence, span, delay))
+    if "slow_store" in store:
+        branches.append(st.builds(StoreFault, st.just("slow_store"), st.sampled_from(["save", "load"]), occurrence, span, delay))
+    store_fault = st.one_of(branches) if branches else None
 
     @st.composite
     def build(draw: st.DrawFn) -> FaultPlan:
@@ -302,8 +304,10 @@ def fault_plans(
             else []
         )
         store_faults = draw(st.lists(store_fault, max_size=max_store_faults)) if store_fault is not None and max_store_faults else []
-        if not (crashes or api_faults or store_faults) and crash is not None and max_crashes:
-            # A plan with no fault at all only repeats the crash-free run.
+        resume_load = any(f.operation == "load" and f.occurrence > 1 for f in store_faults)
+        if not crashes and crash is not None and max_crashes and (resume_load or not (api_faults or store_faults)):
+            # No fault at all only repeats the crash-free run, and a fault on the load of
+            # a resume needs something to resume from.
             crashes = [draw(crash)]
         return FaultPlan(tuple(sorted(crashes)), tuple(sorted(api_faults)), tuple(store_faults))
 
