@@ -20,9 +20,18 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from hypothesis import strategies as st
 
-from .faults import (
+def _hypothesis_setup_hook() -> None:
+    """Hypothesis's entry point: ``st.from_type`` for the fault types (and ``Plan``)."""
+    # Defined before Hypothesis is imported below, so that the entry point finds it even
+    # when importing this module is what imports Hypothesis.
+    if "_register_types" in globals():
+        _register_types()
+
+
+from hypothesis import strategies as st  # noqa: E402
+
+from .faults import (  # noqa: E402
     API_FAULT_KINDS,
     FAULT_KINDS,
     FAULT_POINTS,
@@ -331,7 +340,7 @@ def message_histories(
 
     >>> from hypothesis import find
     >>> find(message_histories(), lambda m: True)
-    [{'role': 'user', 'content': 'a'}]
+    [{'role': 'user', 'content': '0'}]
     """
     if min_turns < 1 or max_turns < min_turns:
         raise ValueError(f"min_turns/max_turns: need 1 <= min_turns <= max_turns, got {min_turns}, {max_turns}")
@@ -408,8 +417,8 @@ def _register_plan() -> None:
     st.register_type_strategy(Plan, plan_strategy)
 
 
-def _hypothesis_setup_hook() -> None:
-    """Hypothesis's entry point: ``st.from_type`` for the fault types (and ``Plan``)."""
+def _register_types() -> None:
+    """``st.from_type`` for the fault types (and ``Plan``, if already imported)."""
     st.register_type_strategy(FaultPlan, fault_plans())
     st.register_type_strategy(CrashAt, st.builds(CrashAt, st.sampled_from(FAULT_POINTS), st.integers(1, 6)))
     st.register_type_strategy(ApiFault, st.builds(ApiFault, st.sampled_from(API_FAULT_KINDS), st.integers(1, 6)))
@@ -421,3 +430,8 @@ def _hypothesis_setup_hook() -> None:
     # is already loaded (plans() registers it on first use otherwise).
     if "reference_agent.scripted" in sys.modules:
         _register_plan()
+
+
+# Importing this module before Hypothesis makes Hypothesis call the hook while this module
+# is half loaded (the hook then does nothing): register here, once everything is defined.
+_register_types()
