@@ -159,3 +159,18 @@ def test_the_setup_hook_registers_fault_plans_for_from_type() -> None:
     assert isinstance(find(st.from_type(FaultPlan), lambda p: True), FaultPlan)
     assert find(st.from_type(CrashAt), lambda c: True).point in FAULT_POINTS
     assert isinstance(find(st.from_type(Plan), lambda p: True), Plan)
+
+
+def test_importing_the_strategies_before_hypothesis_works() -> None:
+    import subprocess
+    import sys
+
+    # Hypothesis loads its entry points (this module's hook) while it is being imported.
+    code = (
+        "import pytest_agentckpt.strategies\n"
+        "from hypothesis import find, strategies as st\n"
+        "from pytest_agentckpt.faults import FaultPlan\n"
+        "assert isinstance(find(st.from_type(FaultPlan), lambda p: True), FaultPlan)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
