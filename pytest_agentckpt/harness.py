@@ -41,6 +41,7 @@ from .faults import (
     parse_fault_kinds,
 )
 from .oracles import (
+    ORACLES,
     Baseline,
     ToolFlags,
     UnsafeTool,
@@ -438,7 +439,9 @@ def _open_store_source(store: Any) -> Callable[[], tuple[CheckpointStore, bool]]
     if isinstance(store, str):
         url = store
         return lambda: (open_store(url), True)
-    if isinstance(store, CheckpointStore):
+    # A store class satisfies the runtime Protocol check too (it has the methods), but it
+    # is a factory: test for classes first.
+    if isinstance(store, CheckpointStore) and not isinstance(store, type):
         instance = store
         return lambda: (instance, False)
     if callable(store):
@@ -476,9 +479,11 @@ class _Executor:
         max_resumes: int | None,
         goal: str,
         client: ClientPath = "sdk",
+        ignore_oracles: frozenset[str] = frozenset(),
     ) -> None:
         from reference_agent.world import World
 
+        self.ignore_oracles = ignore_oracles
         self.client_path = client
         self.run = run
         self.is_async = _is_async(run)
@@ -749,12 +754,23 @@ def _evaluate(executor: _Executor, plan: Plan, faults: FaultPlan, budget: int | 
     baseline, clean = executor.baseline(plan)
     if clean.infeasible is not None:
         return _Verdict(plan, FaultPlan(), clean, [], [], crash_free=True)
-    problems = _crash_free_failure(clean)
+    ignored = executor.ignore_oracles
+    problems = [v for v in _crash_free_failure(clean) if v.oracle not in ignored]
     if problems:
         return _Verdict(plan, FaultPlan(), clean, problems, [], crash_free=True)
     outcome = executor.execute(plan, faults)
     violations, unsafe = _judge(outcome, baseline, executor.flags, budget)
+    violations = [v for v in violations if v.oracle not in ignored]
     return _Verdict(plan, faults, outcome, violations, unsafe, crash_free=False)
+
+
+def _ignored_oracles(ignore_oracles: Sequence[str]) -> frozenset[str]:
+    if isinstance(ignore_oracles, str):
+        raise ValueError(f"ignore_oracles must be a sequence of oracle names, not {ignore_oracles!r}")
+    unknown = sorted(set(ignore_oracles) - set(ORACLES))
+    if unknown:
+        raise ValueError(f"ignore_oracles: unknown {unknown}; the oracles are {', '.join(ORACLES)}")
+    return frozenset(ignore_oracles)
 
 
 def _smaller_plans(plan: Plan) -> Iterator[Plan]:
@@ -847,6 +863,7 @@ def fuzz(
     mode: Mode = "memory",
     client: ClientPath = "sdk",
     database: ExampleDatabase | None = None,
+    ignore_oracles: Sequence[str] = (),
 ) -> FuzzReport:
     """Fuzz ``run`` with crashes and resumes; raise :class:`OracleFailure` on a violation.
 
@@ -863,6 +880,9 @@ def fuzz(
     process and SIGKILL it (``run`` and ``tools`` as ``"module:attr"``; ``store`` a URL).
     ``client="direct"``: a faster stand-in for the SDK client offering only
     ``messages.create`` (for agents that use nothing else of it; default ``"sdk"``).
+    ``ignore_oracles``: oracles not to judge (names from
+    :data:`~pytest_agentckpt.oracles.ORACLES`), for an agent that breaks one on purpose —
+    say, one that deletes its checkpoint on success — so the others can still be tested.
 
     >>> from pytest_agentckpt import fuzz
     >>> from reference_agent import run, demo_toolbox
@@ -891,6 +911,9 @@ def fuzz(
     if max_steps < 0 or max_parallel < 1:
         raise ValueError(f"max_steps must be >= 0 and max_parallel >= 1, got {max_steps}, {max_parallel}")
     kinds = parse_fault_kinds(fault_kinds)
+    ignored = _ignored_oracles(ignore_oracles)
+    if mode == "process" and ignored:
+        raise ValueError("ignore_oracles is not supported with mode='process'")
     if mode == "process":
         from ._process import fuzz_process
 
@@ -920,7 +943,8 @@ def fuzz(
     if client == "direct" and _is_async(agent):
         raise ValueError("client='direct' is for sync agents; an async agent gets the SDK's async client")
     executor = _Executor(
-        agent, tools, store=store, budget=budget, max_resumes=max_resumes, goal=goal, client=client
+        agent, tools, store=store, budget=budget, max_resumes=max_resumes, goal=goal, client=client,
+        ignore_oracles=ignored,
     )
     try:
         return _fuzz_with(
@@ -941,6 +965,7 @@ def replay(
     store: Any = None,
     budget: int | None = None,
     goal: str = "Carry out the task.",
+    ignore_oracles: Sequence[str] = (),
 ) -> None:
     """Run one scenario (a plan and a fault plan) and check the oracles, as ``fuzz`` does.
 
@@ -951,7 +976,10 @@ def replay(
     """
     agent = _resolve_run(run)
     _check_tools(tools)
-    executor = _Executor(agent, tools, store=store, budget=budget, max_resumes=None, goal=goal)
+    executor = _Executor(
+        agent, tools, store=store, budget=budget, max_resumes=None, goal=goal,
+        ignore_oracles=_ignored_oracles(ignore_oracles),
+    )
     try:
         from .fake_api import instant_retries
 

@@ -74,6 +74,31 @@ def test_common_design_is_caught() -> None:
     assert caught.value.oracle == "completed_idempotent"
 
 
+def test_common_design_resume_bugs_are_caught_once_its_completion_bug_is_set_aside() -> None:
+    # Its crash-free run already fails completed_idempotent (it deletes its checkpoint on
+    # success); with that oracle ignored, what is left to catch is how it resumes.
+    with pytest.raises(OracleFailure) as caught:
+        fuzz(
+            common_design.run,
+            toolbox(),
+            seed=1,
+            database=InMemoryExampleDatabase(),
+            unsafe_tools="ignore",
+            ignore_oracles=["completed_idempotent"],
+        )
+    assert "completed_idempotent" not in caught.value.oracles
+    # Checkpoints every fifth iteration and "please retry" repairs: work recorded is lost
+    # and irreversible actions are done again.
+    assert caught.value.oracle in {"no_duplicate_effect", "recorded_work_not_redone"}, str(
+        caught.value
+    )
+
+
+def test_ignore_oracles_names_only_known_oracles() -> None:
+    with pytest.raises(ValueError, match="ignore_oracles: unknown"):
+        fuzz(REFERENCE, toolbox(), ignore_oracles=["no_such_oracle"])
+
+
 def test_an_async_agent_is_fuzzed_with_an_async_client() -> None:
     report = fuzz(async_agent.run, safe_toolbox(), max_examples=60)
     assert report.stats.crashes > 0 and report.stats.violations == {}
@@ -108,3 +133,10 @@ def test_the_direct_client_path_still_answers_an_invalid_history_with_the_apis_4
         fuzz(no_repair.run, toolbox(), client="direct", seed=4, database=InMemoryExampleDatabase())
     assert caught.value.oracle == "valid_sequence"
     assert anthropic.BadRequestError.__name__ in str(caught.value)
+
+
+def test_a_store_class_is_taken_as_a_factory() -> None:
+    from stores.memory import MemoryStore
+
+    report = fuzz(REFERENCE, safe_toolbox(), store=MemoryStore, max_examples=10)
+    assert report.stats.violations == {}
