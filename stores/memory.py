@@ -60,7 +60,7 @@ class MemoryStore:
                 list(record.messages),
             )
         checkpoint = decode_checkpoint(task_id, head, messages)
-        self._tracker.loaded(task_id, version, lineage, messages)
+        self._tracker.loaded(task_id, version, lineage, checkpoint.messages)
         return checkpoint.model_copy(update={"version": version})
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
@@ -88,7 +88,7 @@ class MemoryStore:
                 record.messages.extend(plan.encoded)
                 record.version, record.head = new_version, head
             self.bytes_written += len(head) + sum(len(raw) for raw in plan.encoded)
-        self._tracker.saved(task_id, new_version, plan)
+        self._tracker.saved(task_id, new_version, plan, checkpoint.messages)
         return saved
 
     def delete(self, task_id: str) -> None:

@@ -272,7 +272,7 @@ class PostgresStore:
             raise CorruptCheckpointError(task_id, "a stored head or message is NULL")
         bodies = [bytes(b) for b in raw_bodies]
         checkpoint = decode_checkpoint(task_id, bytes(head), bodies)
-        self._tracker.loaded(task_id, int(version), str(lineage), bodies)
+        self._tracker.loaded(task_id, int(version), str(lineage), checkpoint.messages)
         return checkpoint.model_copy(update={"version": int(version)})
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
@@ -311,7 +311,7 @@ class PostgresStore:
                     appended = cur.fetchone()
                     if appended is not None and appended[0] == 1:
                         self.bytes_written += len(head) + sum(len(raw) for raw in plan.encoded)
-                        self._tracker.saved(task_id, new_version, plan)
+                        self._tracker.saved(task_id, new_version, plan, checkpoint.messages)
                         return saved
                     # The stored history is not the one this store knows: rewrite below,
                     # where the version is checked again.
@@ -320,7 +320,7 @@ class PostgresStore:
             self._tracker.forget(task_id)
             raise
         self.bytes_written += len(head) + sum(len(raw) for raw in plan.encoded)
-        self._tracker.saved(task_id, new_version, plan)
+        self._tracker.saved(task_id, new_version, plan, checkpoint.messages)
         return saved
 
     def _rewrite(

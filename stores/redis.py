@@ -240,7 +240,7 @@ class RedisStore:
             raise CorruptCheckpointError(
                 task_id, f"head body says version {checkpoint.version}, the record {version}"
             )
-        self._tracker.loaded(task_id, version, lineage, messages)
+        self._tracker.loaded(task_id, version, lineage, checkpoint.messages)
         return checkpoint
 
     @staticmethod
@@ -289,7 +289,7 @@ class RedisStore:
             self._tracker.forget(task_id)
             raise CorruptCheckpointError(task_id, f"unexpected save status {status}")
         self.bytes_written += len(head) + sum(len(raw) for raw in plan.encoded)
-        self._tracker.saved(task_id, new_version, plan)
+        self._tracker.saved(task_id, new_version, plan, checkpoint.messages)
         return saved
 
     def _run_save(

@@ -490,7 +490,7 @@ class S3Store:
             encoded.extend(dumps(m) for m in messages)
         checkpoint = decode_checkpoint(task_id, head.fields, encoded)
         self._remember(task_id, head)
-        self._tracker.loaded(task_id, head.version, head.lineage, encoded)
+        self._tracker.loaded(task_id, head.version, head.lineage, checkpoint.messages)
         return checkpoint
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
@@ -520,7 +520,7 @@ class S3Store:
             else:
                 raise ConflictError(task_id, expected, self._read_head_quietly(task_id))
         self._remember(task_id, new_head)
-        self._tracker.saved(task_id, new_head.version, plan)
+        self._tracker.saved(task_id, new_head.version, plan, checkpoint.messages)
         if stored is not None and new_head.lineage != stored.lineage:
             self._collect_lineage(task_id, stored.lineage)
         return saved

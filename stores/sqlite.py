@@ -280,7 +280,7 @@ class SQLiteStore:
                 raise CorruptCheckpointError(task_id, f"stored message {idx} is not JSON bytes")
             bodies.append(body)
         checkpoint = decode_checkpoint(task_id, head, bodies)
-        self._tracker.loaded(task_id, version, lineage, bodies)
+        self._tracker.loaded(task_id, version, lineage, checkpoint.messages)
         return checkpoint.model_copy(update={"version": version})
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
@@ -365,7 +365,7 @@ class SQLiteStore:
                 f"save of {task_id!r} failed, nothing was written: {exc}"
             ) from None
         self.bytes_written += len(head) + sum(len(raw) for raw in plan.encoded)
-        self._tracker.saved(task_id, new_version, plan)
+        self._tracker.saved(task_id, new_version, plan, checkpoint.messages)
         return saved
 
     def delete(self, task_id: str) -> None:

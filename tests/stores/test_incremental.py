@@ -23,7 +23,7 @@ def test_grown_history_appends_only_the_suffix() -> None:
     tracker = PrefixTracker()
     cp = Checkpoint(task_id="t", messages=[_msg(0), _msg(1)])
     first = tracker.plan(cp)
-    tracker.saved("t", 1, first)
+    tracker.saved("t", 1, first, cp.messages)
     grown = cp.model_copy(update={"version": 1, "messages": [*cp.messages, _msg(2)]})
     plan = tracker.plan(grown)
     assert not plan.rewrite
@@ -34,7 +34,7 @@ def test_grown_history_appends_only_the_suffix() -> None:
 def test_changed_prefix_is_detected_and_rewritten() -> None:
     tracker = PrefixTracker()
     cp = Checkpoint(task_id="t", messages=[_msg(0), _msg(1)])
-    tracker.saved("t", 1, tracker.plan(cp))
+    tracker.saved("t", 1, tracker.plan(cp), cp.messages)
     changed = [dict(_msg(0), content="edited"), _msg(1), _msg(2)]
     plan = tracker.plan(cp.model_copy(update={"version": 1, "messages": changed}))
     assert plan.rewrite and plan.start == 0 and len(plan.encoded) == 3
@@ -43,7 +43,8 @@ def test_changed_prefix_is_detected_and_rewritten() -> None:
 def test_snapshot_is_not_fooled_by_mutating_the_saved_objects() -> None:
     tracker = PrefixTracker()
     messages = [_msg(0)]
-    tracker.saved("t", 1, tracker.plan(Checkpoint(task_id="t", messages=messages)))
+    cp = Checkpoint(task_id="t", messages=messages)
+    tracker.saved("t", 1, tracker.plan(cp), cp.messages)
     messages[0]["content"] = "mutated after the save"
     plan = tracker.plan(Checkpoint(task_id="t", messages=messages, version=1))
     assert plan.rewrite
@@ -51,7 +52,8 @@ def test_snapshot_is_not_fooled_by_mutating_the_saved_objects() -> None:
 
 def test_unknown_version_rewrites() -> None:
     tracker = PrefixTracker()
-    tracker.saved("t", 1, tracker.plan(Checkpoint(task_id="t", messages=[_msg(0)])))
+    cp = Checkpoint(task_id="t", messages=[_msg(0)])
+    tracker.saved("t", 1, tracker.plan(cp), cp.messages)
     plan = tracker.plan(Checkpoint(task_id="t", messages=[_msg(0), _msg(1)], version=5))
     assert plan.rewrite
 
@@ -59,7 +61,8 @@ def test_unknown_version_rewrites() -> None:
 def test_tracker_is_bounded() -> None:
     tracker = PrefixTracker(max_tasks=2)
     for name in ("a", "b", "c"):
-        tracker.saved(name, 1, tracker.plan(Checkpoint(task_id=name, messages=[_msg(0)])))
+        cp = Checkpoint(task_id=name, messages=[_msg(0)])
+        tracker.saved(name, 1, tracker.plan(cp), cp.messages)
     grown = [_msg(0), _msg(1)]
     assert tracker.plan(Checkpoint(task_id="a", messages=grown, version=1)).rewrite
     assert not tracker.plan(Checkpoint(task_id="c", messages=grown, version=1)).rewrite
@@ -78,3 +81,16 @@ def test_bytes_written_grow_linearly_with_the_history() -> None:
     assert incremental < full_snapshots / 50
     loaded = store.load("t")
     assert loaded is not None and loaded.messages == cp.messages
+
+
+def test_snapshot_detects_mutation_deep_inside_a_saved_message() -> None:
+    tracker = PrefixTracker()
+    cp = Checkpoint(
+        task_id="t",
+        messages=[{"role": "user", "content": [{"type": "text", "text": "original"}]}],
+    )
+    tracker.saved("t", 1, tracker.plan(cp), cp.messages)
+    cp.messages[0]["content"][0]["text"] = "edited in place"
+    assert tracker.plan(cp.model_copy(update={"version": 1})).rewrite
+    cp.messages[0]["content"].append({"type": "text", "text": "one more block"})
+    assert tracker.plan(cp.model_copy(update={"version": 1})).rewrite
