@@ -344,3 +344,16 @@ def test_closed_store_refuses_use(db_path: Path) -> None:
     store.close()
     with pytest.raises(StoreUnavailableError, match="closed"):
         store.load("t1")
+
+
+def test_new_files_use_small_pages_to_write_fewer_bytes(tmp_path: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path / 'pages.db'}")
+    try:
+        store.save(Checkpoint(task_id="t"))
+    finally:
+        store.close()
+    conn = sqlite3.connect(tmp_path / "pages.db")
+    try:
+        assert conn.execute("PRAGMA page_size").fetchone() == (1024,)
+    finally:
+        conn.close()
