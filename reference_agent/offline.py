@@ -150,8 +150,12 @@ def _error_body(kind: str, message: str, request_id: str) -> dict[str, Any]:
     }
 
 
+# One encoder for every body: ``json.dumps`` with options builds a new one per call.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def _dumps(value: Any) -> bytes:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    return _ENCODER.encode(value).encode()
 
 
 def sse_body(message: Mapping[str, Any]) -> bytes:
@@ -651,7 +655,8 @@ def _route(path: str) -> str | None:
 
 
 def _has_credentials(headers: Mapping[str, str]) -> bool:
-    api_key = headers.get("x-api-key")
+    # ``in`` first: a missing key costs ``httpx2.Headers.get`` a raised KeyError.
+    api_key = headers.get("x-api-key") if "x-api-key" in headers else None
     if api_key:
         return True
     authorization = headers.get("authorization") or ""

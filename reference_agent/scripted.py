@@ -37,6 +37,8 @@ __all__ = [
 
 DEFAULT_MODEL = "claude-scripted"
 _PLAN_ID = re.compile(r"^toolu_s(\d+)c(\d+)a(\d+)$")
+# What a PlanModel id names: (step, call), attempt + 1, the planned call, its class.
+_PlanId = tuple[tuple[int, int], int, "ToolCall | None", int]
 
 
 @runtime_checkable
@@ -229,6 +231,33 @@ class PlanModel:
                 self._calls[(s, c)] = (call, cls)
             self._steps.append(slots)
         self._class_by_key = class_by_key
+        # Each planned block's share of ``_estimate_tokens`` (its canonical JSON length
+        # with an empty id), so a reply's usage costs no second JSON dump.
+        self._text_len = [
+            None if step.text is None else len(_canonical({"type": "text", "text": step.text}))
+            for step in plan.steps
+        ]
+        self._use_len = {
+            s_c: len(_canonical(_tool_use("", call))) for s_c, (call, _) in self._calls.items()
+        }
+        # What a tool_use id names, parsed once per distinct id string: ``(step, call),
+        # attempt`` for the plan's own ids, ``None`` for others. A pure function of the
+        # string, so the cache is correct across requests; bounded, as ids may be foreign.
+        self._ids: dict[str, _PlanId | None] = {}
+
+    def _parse_id(self, block_id: str) -> _PlanId | None:
+        """``((step, call), attempt + 1, planned call or None, its class)`` for one of our
+        ids, ``None`` for another; remembered in ``self._ids``."""
+        match = _PLAN_ID.match(block_id)
+        parsed: _PlanId | None = None
+        if match is not None:
+            s_c = (int(match[1]), int(match[2]))
+            call, cls = self._calls.get(s_c, (None, -1))
+            parsed = (s_c, int(match[3]) + 1, call, cls)
+        if len(self._ids) >= _ID_CACHE_SIZE:
+            self._ids.clear()
+        self._ids[block_id] = parsed
+        return parsed
 
     def respond(self, request: dict[str, Any]) -> dict[str, Any]:
         """The next reply for the history in ``request["messages"]``."""
@@ -236,7 +265,8 @@ class PlanModel:
         class_of_use: dict[Any, int] = {}
         succeeded = [0] * len(self._class_by_key)
         next_attempt: dict[tuple[int, int], int] = {}
-        calls = self._calls
+        ids = self._ids
+        class_by_key = self._class_by_key
         for message in messages:
             if type(message) is dict:
                 role = message.get("role")
@@ -252,27 +282,30 @@ class PlanModel:
                         block = _block_dict(block)
                     if block.get("type") != "tool_use":
                         continue
-                    block_id = str(block.get("id"))
-                    name = block.get("name")
-                    tool_input = block.get("input")
-                    match = _PLAN_ID.match(block_id)
+                    block_id = block.get("id")
+                    if type(block_id) is not str:
+                        block_id = str(block_id)
+                    try:
+                        parsed = ids[block_id]
+                    except KeyError:
+                        parsed = self._parse_id(block_id)
                     cls = -1
-                    if match is not None:
-                        s_c = (int(match[1]), int(match[2]))
-                        attempt = int(match[3]) + 1
+                    if parsed is not None:
+                        s_c, attempt, planned, planned_cls = parsed
                         if attempt > next_attempt.get(s_c, 0):
                             next_attempt[s_c] = attempt
                         # Our own id names the planned call: a cheap equality check
                         # instead of canonical JSON.
-                        planned = calls.get(s_c)
                         if (
                             planned is not None
-                            and planned[0].name == name
-                            and planned[0].input == tool_input
+                            and planned.name == block.get("name")
+                            and planned.input == block.get("input")
                         ):
-                            cls = planned[1]
+                            cls = planned_cls
                     if cls < 0:
-                        cls = self._class_by_key.get((str(name), _canonical(tool_input)), -1)
+                        cls = class_by_key.get(
+                            (str(block.get("name")), _canonical(block.get("input"))), -1
+                        )
                     class_of_use[block_id] = cls
             else:
                 for block in content:
@@ -294,23 +327,22 @@ class PlanModel:
             if missing:
                 step = self.plan.steps[s]
                 blocks: list[dict[str, Any]] = []
-                if step.text is not None:
+                text_len = self._text_len[s]
+                # The canonical JSON of the block list: brackets, commas, the blocks.
+                size = 1
+                if step.text is not None and text_len is not None:
                     blocks.append({"type": "text", "text": step.text})
+                    size += text_len + 1
                 for c, call in missing:
-                    attempt = next_attempt.get((s, c), 0)
-                    blocks.append(
-                        {
-                            "type": "tool_use",
-                            "id": f"toolu_s{s}c{c}a{attempt}",
-                            "name": call.name,
-                            "input": dict(call.input),
-                        }
-                    )
-                return message_json(
+                    block_id = f"toolu_s{s}c{c}a{next_attempt.get((s, c), 0)}"
+                    blocks.append(_tool_use(block_id, call))
+                    size += self._use_len[(s, c)] + len(block_id) + 1
+                return _message(
                     blocks,
-                    model=model,
-                    stop_reason="tool_use",
-                    message_id=f"msg_{len(messages):04d}s{s}a{max(next_attempt.values(), default=0)}",
+                    model,
+                    "tool_use",
+                    f"msg_{len(messages):04d}s{s}a{max(next_attempt.values(), default=0)}",
+                    max(1, size // 4),
                 )
         return message_json(
             self.plan.final_answer,
@@ -318,6 +350,28 @@ class PlanModel:
             stop_reason="end_turn",
             message_id=f"msg_{len(messages):04d}final",
         )
+
+
+_ID_CACHE_SIZE = 4096
+
+
+def _tool_use(block_id: str, call: ToolCall) -> dict[str, Any]:
+    return {"type": "tool_use", "id": block_id, "name": call.name, "input": dict(call.input)}
+
+
+def _message(
+    blocks: list[dict[str, Any]], model: str, stop_reason: str, message_id: str, output_tokens: int
+) -> dict[str, Any]:
+    return {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "content": blocks,
+        "model": model,
+        "stop_reason": stop_reason,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 0, "output_tokens": output_tokens},
+    }
 
 
 class CannedModel:

@@ -24,6 +24,10 @@ from typing import Any
 __all__ = ["InvalidHistoryError", "validate_messages"]
 
 _ID_PATTERN = re.compile(r"^[a-zA-Z0-9_-]+$")
+# Ids already seen to match ``_ID_PATTERN``: whether a string matches is a pure function
+# of the string, and a tool loop sends the same ids again in every request. Bounded.
+_GOOD_IDS: set[str] = set()
+_GOOD_IDS_SIZE = 65536
 _ROLES = ("user", "assistant")
 
 # Blocks the model writes. A user turn carrying one is rejected, as the API does.
@@ -140,13 +144,13 @@ def validate_messages(
     seen_ids: set[str] = set()
     role_of_turn = ""
     # assistant turn state
-    uses: dict[str, tuple[int, int]] = {}  # tool_use ids of the turn, in order
+    uses: dict[str, int] = {}  # tool_use ids of the turn, in order, with their message
     server_open: dict[str, tuple[int, int]] = {}
     last_kind: Any = None
     last_pos = (0, 0)
     assistant_first: tuple[int, int, Any] = (0, 0, None)
     # user turn state
-    pending: dict[str, tuple[int, int]] = {}  # calls of the previous turn not yet answered
+    pending: dict[str, int] = {}  # calls of the previous turn not yet answered
     answered: set[str] = set()
     results_phase = True
     first_other = ""
@@ -167,14 +171,16 @@ def validate_messages(
             if i == 0 and role != "user":
                 raise InvalidHistoryError("messages.0", 'first message must use the "user" role')
             if role_of_turn == "assistant":
-                _close_assistant(server_open, last_kind, last_pos)
+                if server_open or last_kind in _THINKING:
+                    _close_assistant(server_open, last_kind, last_pos)
                 pending = uses
                 answered = set()
                 results_phase = True
                 first_other = ""
                 user_first_kind = None
             elif role_of_turn == "user":
-                _close_user(pending)
+                if pending:
+                    _close_user(pending)
                 uses = {}
                 server_open = {}
                 last_kind = None
@@ -183,7 +189,7 @@ def validate_messages(
 
         if content is None:
             raise InvalidHistoryError(f"messages.{i}.content", "Field required")
-        blocks = _blocks(content)
+        blocks = content if type(content) is list else _blocks(content)
         if blocks is None:
             if not content:
                 blocks = ()
@@ -207,19 +213,14 @@ def validate_messages(
                 kind = block.get("type")
                 if assistant_first[2] is None:
                     assistant_first = (i, k, kind)
-                last_kind = kind
-                last_pos = (i, k)
                 if kind == "text":
                     text = block.get("text")
                     if type(text) is not str or not text.strip():
                         _text_error(i, k, text)
                 elif kind == "tool_use" or kind in _SERVER_USES:
                     block_id = block.get("id")
-                    if type(block_id) is not str or not _ID_PATTERN.match(block_id):
-                        raise InvalidHistoryError(
-                            f"messages.{i}.content.{k}.id",
-                            f"String should match pattern '{_ID_PATTERN.pattern}'",
-                        )
+                    if type(block_id) is not str or block_id not in _GOOD_IDS:
+                        _check_id(i, k, block_id)
                     if block_id in seen_ids:
                         raise InvalidHistoryError(
                             f"messages.{i}.content.{k}", "`tool_use` ids must be unique"
@@ -231,11 +232,14 @@ def validate_messages(
                             f"messages.{i}.content.{k}.input", "Input should be a valid dictionary"
                         )
                     if kind == "tool_use":
-                        uses[block_id] = (i, k)
+                        uses[block_id] = i
                     else:
                         server_open[block_id] = (i, k)
                 else:
                     _check_other_assistant_block(i, k, kind, block, server_open)
+            if blocks:
+                last_kind = kind
+                last_pos = (i, len(blocks) - 1)
         else:
             for k, block in enumerate(blocks):
                 if type(block) is not dict:
@@ -286,7 +290,8 @@ def validate_messages(
                         )
 
     if role_of_turn == "user":
-        _close_user(pending)
+        if pending:
+            _close_user(pending)
         if thinking and user_first_kind == "tool_result":
             # Only a tool loop in progress (the final user turn answers tool calls)
             # requires the last assistant turn to open with its thinking.
@@ -300,7 +305,7 @@ def validate_messages(
     # The conversation ends with an assistant turn.
     if uses:
         # A tool_use nobody answered: the typical history of a run that died mid-call.
-        i, _ = next(iter(uses.values()))
+        i = next(iter(uses.values()))
         raise InvalidHistoryError(f"messages.{i}", _UNANSWERED.format(ids=", ".join(uses)))
     if not allow_prefill:
         raise InvalidHistoryError(
@@ -319,6 +324,18 @@ def validate_messages(
                 f"messages.{last_index}.content.{k}",
                 "final assistant content cannot end with trailing whitespace",
             )
+
+
+def _check_id(i: int, k: int, block_id: Any) -> None:
+    """Raise unless ``block_id`` matches ``_ID_PATTERN``; remember the ids that do."""
+    if type(block_id) is not str or not _ID_PATTERN.match(block_id):
+        raise InvalidHistoryError(
+            f"messages.{i}.content.{k}.id",
+            f"String should match pattern '{_ID_PATTERN.pattern}'",
+        )
+    if len(_GOOD_IDS) >= _GOOD_IDS_SIZE:
+        _GOOD_IDS.clear()
+    _GOOD_IDS.add(block_id)
 
 
 def _text_error(i: int, k: int, text: Any) -> None:
@@ -393,9 +410,9 @@ def _close_assistant(
         )
 
 
-def _close_user(pending: dict[str, tuple[int, int]]) -> None:
+def _close_user(pending: dict[str, int]) -> None:
     if pending:
-        i, _ = next(iter(pending.values()))
+        i = next(iter(pending.values()))
         raise InvalidHistoryError(f"messages.{i}", _UNANSWERED.format(ids=", ".join(pending)))
 
 
