@@ -199,6 +199,8 @@ class ProcessExecutor:
         self.tools = _load_tools(tools)
         self.flags = _tool_flags(self.tools)
         self.budget, self.max_resumes, self.goal = budget, max_resumes, goal
+        # fuzz refuses ignore_oracles in process mode; _evaluate reads it from any executor.
+        self.ignore_oracles: frozenset[str] = frozenset()
         self._dir = Path(tempfile.mkdtemp(prefix="agentckpt-process-"))
         if store is not None and (not isinstance(store, str) or store.startswith("memory:")):
             raise ValueError(
