@@ -43,6 +43,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
 
+from pydantic_core import from_json as _from_json
+from pydantic_core import to_json as _to_json
+
 from .timeline import Timeline
 
 if TYPE_CHECKING:
@@ -423,8 +426,6 @@ class FaultyStore:
         return checkpoint
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
-        from pydantic_core import from_json, to_json
-
         from stores import ConflictError, StoreUnavailableError
 
         injector = self.injector
@@ -446,7 +447,7 @@ class FaultyStore:
             version=saved.version,
             iteration=saved.iteration,
             status=saved.status,
-            messages=from_json(to_json(saved.messages, fallback=str)),
+            messages=_from_json(_to_json(saved.messages, fallback=str)),
         )
         injector.hit("after_checkpoint_write")
         return saved

@@ -33,8 +33,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -185,20 +185,22 @@ class _Loop:
     # -- reporting -------------------------------------------------------------------
 
     def emit(self, kind: str, **data: Any) -> None:
-        event = AgentEvent(kind, self.task_id, self.cp.iteration, data)
         logger.debug("%s %s", kind, data)
         if self.on_event is not None:
-            self.on_event(event)
+            self.on_event(AgentEvent(kind, self.task_id, self.cp.iteration, data))
 
-    @contextmanager
-    def span(self, name: str, **attributes: Any) -> Iterator[trace.Span]:
-        base: dict[str, Any] = {
-            "agentckpt.task_id": self.task_id,
-            "agentckpt.version": self.cp.version,
-            "agentckpt.iteration": self.cp.iteration,
-        }
-        with _tracer.start_as_current_span(name, attributes={**base, **attributes}) as span:
-            yield span
+    def span(self, name: str, **attributes: Any) -> AbstractContextManager[trace.Span]:
+        # The tracer's own context manager, not wrapped in another one: spans are made
+        # around every save.
+        return _tracer.start_as_current_span(
+            name,
+            attributes={
+                "agentckpt.task_id": self.task_id,
+                "agentckpt.version": self.cp.version,
+                "agentckpt.iteration": self.cp.iteration,
+                **attributes,
+            },
+        )
 
     @property
     def state(self) -> dict[str, Any]:

@@ -61,7 +61,9 @@ class MemoryStore:
             )
         checkpoint = decode_checkpoint(task_id, head, messages)
         self._tracker.loaded(task_id, version, lineage, checkpoint.messages)
-        return checkpoint.model_copy(update={"version": version})
+        if checkpoint.version != version:  # the head is written with its version
+            checkpoint = checkpoint.model_copy(update={"version": version})
+        return checkpoint
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
         task_id = checkpoint.task_id
@@ -87,7 +89,7 @@ class MemoryStore:
             else:
                 record.messages.extend(plan.encoded)
                 record.version, record.head = new_version, head
-            self.bytes_written += len(head) + sum(len(raw) for raw in plan.encoded)
+            self.bytes_written += len(head) + sum(map(len, plan.encoded))
         self._tracker.saved(task_id, new_version, plan, checkpoint.messages)
         return saved
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import pytest
 
@@ -82,3 +83,86 @@ def test_summary_comes_from_the_head_alone() -> None:
     cp = Checkpoint(task_id="t", status="completed", iteration=9, metadata={"user": "u1"})
     summary = decode_summary("t", encode_head(cp))
     assert (summary.status, summary.iteration, summary.metadata) == ("completed", 9, {"user": "u1"})
+
+
+# -- the head's fast path: the same bytes as dumps(model_dump(mode="json")) --------------
+def _slow_head(cp: Checkpoint) -> bytes:
+    return dumps(cp.model_dump(mode="json", exclude={"messages"}))
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        1e-07, 1.5e-05, 9.999999e-05, 1e-300, 5e-324, 1.00001, 0.1, 1e16, -1e22, -0.0, 2**70,
+        "fuzz-3e-1 and 0.00001 in a string", 'quote \\" e-1', "\x00\x1f\x7f\u2028 é 🎉",
+        {1: "int key"}, {True: 1, None: 2, 1.5: 3}, {"s": {3}}, b"bytes", [1e-5, "e-", {"x": 1e-9}],
+        float("nan"), float("inf"),
+    ],
+)
+def test_encode_head_gives_the_bytes_of_the_slow_encoding(value: object) -> None:
+    from stores.checkpoint import ActionRecord, RecordedResult
+
+    cp = Checkpoint(
+        task_id="fuzz-ab3e-1",
+        goal="go",
+        messages=[{"role": "user", "content": "m"}],
+        artifacts={"toolu_1": {"tool": "send", "result": value}},
+        actions=[
+            ActionRecord(
+                tool_use_id="toolu_1", tool_name="send", input={"v": value}, idempotency_key="k",
+                state="done", result=RecordedResult(content="ok"),
+            )
+        ],
+        metadata={"v": value},
+        iteration=2,
+    )
+    assert encode_head(cp) == _slow_head(cp)
+
+
+def test_encode_head_matches_the_slow_encoding_on_random_data() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    leaves = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text()
+    values = st.recursive(
+        leaves, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+        max_leaves=12,
+    )
+
+    @settings(max_examples=300, deadline=None)
+    @given(goal=st.text(), metadata=st.dictionaries(st.text(), values, max_size=4))
+    def check(goal: str, metadata: dict[str, object]) -> None:
+        cp = Checkpoint(task_id="t", goal=goal, metadata=metadata)
+        assert _outcome(encode_head, cp) == _outcome(_slow_head, cp)
+
+    check()
+
+
+def _outcome(encode: Callable[[Checkpoint], bytes], cp: Checkpoint) -> bytes | str:
+    try:
+        return encode(cp)
+    except ValueError as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+
+def test_encode_head_still_names_a_lone_surrogate() -> None:
+    cp = Checkpoint(task_id="t", metadata={"note": "bad \ud800"})
+    with pytest.raises(ValueError, match=r"lone surrogate at \$\.metadata\.note"):
+        encode_head(cp)
+
+
+def test_encode_head_takes_the_fast_path_for_a_typical_head(monkeypatch: pytest.MonkeyPatch) -> None:
+    import stores.codec
+
+    cp = Checkpoint(
+        task_id="fuzz-0a1b2c3e-17",
+        goal="Carry out the task.",
+        metadata={"reference_agent": {"model": "claude-sonnet-5-5", "last_stop_reason": "tool_use"}},
+    )
+    expected = _slow_head(cp)
+
+    def slow(value: object) -> bytes:
+        raise AssertionError("the slow encoding was used")
+
+    monkeypatch.setattr(stores.codec, "dumps", slow)
+    assert encode_head(cp) == expected
