@@ -55,10 +55,6 @@ def _find_unencodable(value: Any, path: str = "$") -> str | None:
 # One encoder for every call: ``json.dumps`` with these options builds a new one each time.
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 _HEAD_EXCLUDE = {"messages"}
-# Bytes around a number in compact JSON.
-_DIGITS = frozenset(b"0123456789")
-_NUMBER_END = frozenset(b",]}")
-_NUMBER_START = frozenset(b":[,-")
 
 
 def dumps(value: Any) -> bytes:
@@ -98,45 +94,16 @@ def loads(data: bytes | str, *, task_id: str) -> Any:
 def encode_head(checkpoint: Checkpoint) -> bytes:
     """Every field of ``checkpoint`` except ``messages``.
 
-    The bytes are those of :func:`dumps` of ``model_dump(mode="json")``, made in one call
-    to pydantic's serializer. Its output differs only for floats below 1e-4 (``1e-7``
-    where Python writes ``1e-07``, ``0.00001`` for ``1e-05``), and it fails where
-    :func:`dumps` gives a clear error (a lone surrogate): in both cases the head is
-    encoded the slow way.
+    Made in one call to pydantic's serializer (the head is encoded at every save). It is
+    the JSON of ``model_dump(mode="json")``, byte for byte but for the spelling of a few
+    floats (``1e-7`` for ``1e-07``), which decode to the same values. Where pydantic
+    fails (a lone surrogate), :func:`dumps` gives its clear error instead.
     """
     try:
-        data = checkpoint.__pydantic_serializer__.to_json(checkpoint, exclude=_HEAD_EXCLUDE)
+        data: bytes = checkpoint.__pydantic_serializer__.to_json(checkpoint, exclude=_HEAD_EXCLUDE)
     except PydanticSerializationError:
-        data = None
-    if data is None or _small_float(data):
         return dumps(checkpoint.model_dump(mode="json", exclude={"messages"}))
     return data
-
-
-def _small_float(data: bytes) -> bool:
-    """Whether compact JSON ``data`` may hold a number that pydantic writes otherwise than
-    Python: ``<digit>e-<digits>`` or ``0.0000<digits>``, as a JSON number (followed by
-    ``,``, ``]`` or ``}``). A string that looks like one is a false alarm, which costs only
-    the slow encoding."""
-    at = data.find(b"e-")
-    while at > 0:
-        if data[at - 1] in _DIGITS and _number_ends(data, at + 2):
-            return True
-        at = data.find(b"e-", at + 2)
-    at = data.find(b"0.0000")
-    while at > 0:
-        if data[at - 1] in _NUMBER_START and _number_ends(data, at + 6):
-            return True
-        at = data.find(b"0.0000", at + 6)
-    return False
-
-
-def _number_ends(data: bytes, at: int) -> bool:
-    """Whether ``data[at:]`` is one or more digits, then the end of a JSON number."""
-    end = at
-    while end < len(data) and data[end] in _DIGITS:
-        end += 1
-    return end > at and end < len(data) and data[end] in _NUMBER_END
 
 
 def encode_message(message: dict[str, Any]) -> bytes:
