@@ -40,6 +40,7 @@ from reference_agent.offline import (
     FakeMessagesAPI,
     FaultKind,
     Hook,
+    network_error,
     offline_client,
     sse_body,
 )
@@ -99,13 +100,8 @@ def _to_httpx2_error(exc: httpx.TransportError, request: httpx2.Request) -> Exce
 
 
 def _to_httpx_error(drop: str, request: httpx.Request) -> httpx.TransportError:
-    if drop == "timeout":
-        return httpx.ReadTimeout("The read operation timed out", request=request)
-    if drop == "connect_error":
-        return httpx.ConnectError("[Errno 111] Connection refused", request=request)
-    return httpx.RemoteProtocolError(
-        "Server disconnected without sending a response.", request=request
-    )
+    error: httpx.TransportError = network_error(drop, request, httpx)
+    return error
 
 
 # -- respx bridge ----------------------------------------------------------------------

@@ -686,12 +686,14 @@ def _default_credentials(kwargs: dict[str, Any]) -> None:
         kwargs["api_key"] = FAKE_API_KEY
 
 
-def _network_error(drop: str, request: httpx2.Request) -> httpx2.TransportError:
+def network_error(drop: str, request: Any, http: Any = httpx2) -> Any:
+    """The transport error a dropped reply raises: ``http`` is ``httpx2`` (the SDK's) or
+    ``httpx`` (respx's), whose error classes have the same names and signatures."""
     if drop == "timeout":
-        return httpx2.ReadTimeout("The read operation timed out", request=request)
+        return http.ReadTimeout("The read operation timed out", request=request)
     if drop == "connect_error":
-        return httpx2.ConnectError("[Errno 111] Connection refused", request=request)
-    return httpx2.RemoteProtocolError(
+        return http.ConnectError("[Errno 111] Connection refused", request=request)
+    return http.RemoteProtocolError(
         "Server disconnected without sending a response.", request=request
     )
 
@@ -703,7 +705,7 @@ class _SyncTransport(httpx2.BaseTransport):
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         reply = self._api._handle(request.method, request.url.path, request.headers, request.read())
         if reply.drop is not None:
-            raise _network_error(reply.drop, request)
+            raise network_error(reply.drop, request)
         return httpx2.Response(
             reply.status, headers=reply.headers, content=reply.body, request=request
         )
@@ -717,7 +719,7 @@ class _AsyncTransport(httpx2.AsyncBaseTransport):
         body = await request.aread()
         reply = self._api._handle(request.method, request.url.path, request.headers, body)
         if reply.drop is not None:
-            raise _network_error(reply.drop, request)
+            raise network_error(reply.drop, request)
         return httpx2.Response(
             reply.status, headers=reply.headers, content=reply.body, request=request
         )

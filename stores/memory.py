@@ -11,7 +11,7 @@ from .checkpoint import Checkpoint, CheckpointStatus, CheckpointSummary, utcnow
 from .codec import decode_checkpoint, decode_summary, encode_head, encode_messages
 from .errors import ConflictError
 from .incremental import PrefixTracker, WritePlan
-from .protocol import StoreInfo, metadata_matches
+from .protocol import StoreInfo, summary_matches
 
 __all__ = ["MemoryStore"]
 
@@ -109,9 +109,7 @@ class MemoryStore:
         result = []
         for task_id, head in heads:
             summary = decode_summary(task_id, head)
-            if status is not None and summary.status != status:
-                continue
-            if not metadata_matches(summary.metadata, metadata):
+            if not summary_matches(summary, status, metadata):
                 continue
             result.append(summary)
         return result

@@ -84,3 +84,14 @@ def metadata_matches(stored: Mapping[str, Any], wanted: Mapping[str, Any] | None
     if not wanted:
         return True
     return all(key in stored and stored[key] == value for key, value in wanted.items())
+
+
+def summary_matches(
+    summary: CheckpointSummary,
+    status: CheckpointStatus | None,
+    metadata: Mapping[str, Any] | None,
+) -> bool:
+    """The listing filter for stores that filter in Python: status, then metadata."""
+    return (status is None or summary.status == status) and metadata_matches(
+        summary.metadata, metadata
+    )

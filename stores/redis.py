@@ -35,7 +35,7 @@ from .errors import (
     StoreUnavailableError,
 )
 from .incremental import PrefixTracker, WritePlan
-from .protocol import StoreInfo, metadata_matches
+from .protocol import StoreInfo, summary_matches
 from .url import query_params, redact_url
 
 if TYPE_CHECKING:
@@ -360,9 +360,7 @@ class RedisStore:
             if isinstance(body, Exception):
                 raise CorruptCheckpointError(task_id, f"Redis refused to read its head ({body})")
             summary = decode_summary(task_id, body)
-            if status is not None and summary.status != status:
-                continue
-            if not metadata_matches(summary.metadata, metadata):
+            if not summary_matches(summary, status, metadata):
                 continue
             result.append(summary)
         return result

@@ -44,7 +44,7 @@ from .errors import (
     StoreUnavailableError,
 )
 from .incremental import PrefixTracker, WritePlan
-from .protocol import StoreInfo, metadata_matches
+from .protocol import StoreInfo, summary_matches
 from .url import query_params, redact_url
 
 __all__ = ["S3Store"]
@@ -699,9 +699,7 @@ class S3Store:
                 continue  # chunks of an unfinished create, or deleted meanwhile
             head = self._parse_head(task_id, *found)
             summary = decode_summary(task_id, head.fields)
-            if status is not None and summary.status != status:
-                continue
-            if not metadata_matches(summary.metadata, metadata):
+            if not summary_matches(summary, status, metadata):
                 continue
             result.append(summary)
         return result
