@@ -12,12 +12,14 @@ import atexit
 import os
 import socket
 from collections.abc import Callable
-from typing import Any, NoReturn
+from types import TracebackType
+from typing import Any, NoReturn, TypeVar
 from urllib.parse import urlsplit
 
 import pytest
 
 __all__ = [
+    "LoopbackServer",
     "backend_unavailable",
     "docker_engine_answers",
     "free_port",
@@ -96,3 +98,30 @@ def start_container(make: Callable[[], Any], url_of: Callable[[Any], str]) -> st
         return None
     atexit.register(container.stop)
     return url_of(container)
+
+
+_Server = TypeVar("_Server", bound="LoopbackServer")
+
+
+class LoopbackServer:
+    """What the test servers share: started on ``with`` entry, stopped on exit."""
+
+    def start(self) -> None:
+        """Start the server and return once it answers."""
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        """Stop the server (idempotent)."""
+        raise NotImplementedError
+
+    def __enter__(self: _Server) -> _Server:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from . import docker_engine_answers, free_port, port_open, start_container
+from . import LoopbackServer, docker_engine_answers, free_port, port_open, start_container
 
 __all__ = ["ENV_VAR", "HOW_TO_ENABLE", "PrivatePostgres", "find_url", "server_answers"]
 
@@ -111,7 +111,7 @@ def _bindir() -> Path:
     )
 
 
-class PrivatePostgres:
+class PrivatePostgres(LoopbackServer):
     """A ``postgres`` of one's own on 127.0.0.1 at a free port, with ``fsync`` on.
 
     For durability tests: :meth:`restart` stops the server cleanly (fast shutdown) and
@@ -275,10 +275,6 @@ class PrivatePostgres:
         if self._own_dir is not None:
             shutil.rmtree(self._own_dir, ignore_errors=True)
             self._own_dir = None
-
-    def __enter__(self) -> PrivatePostgres:
-        self.start()
-        return self
 
     def __exit__(
         self,

@@ -14,9 +14,8 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from types import TracebackType
 
-from . import docker_engine_answers, free_port, port_open, start_container
+from . import LoopbackServer, docker_engine_answers, free_port, port_open, start_container
 
 __all__ = ["ENV_VAR", "HOW_TO_ENABLE", "PrivateRedis", "find_url"]
 
@@ -74,7 +73,7 @@ def find_url() -> str | None:
     return None
 
 
-class PrivateRedis:
+class PrivateRedis(LoopbackServer):
     """A ``redis-server`` of one's own on 127.0.0.1, data under ``base_dir``.
 
     For durability tests: :meth:`restart` stops the server cleanly and starts it again on
@@ -173,14 +172,3 @@ class PrivateRedis:
         while time.monotonic() < deadline and port_open("127.0.0.1", self.port, 0.2):
             time.sleep(0.05)
 
-    def __enter__(self) -> PrivateRedis:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

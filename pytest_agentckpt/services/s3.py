@@ -17,10 +17,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
-from . import free_port, port_open
+from . import LoopbackServer, free_port, port_open
 
 __all__ = [
     "HOW_TO_ENABLE",
@@ -129,7 +128,7 @@ def _wait_for_s3(
     return f"no S3 answer on port {port} within {timeout:.0f} s"
 
 
-class SeaweedFS:
+class SeaweedFS(LoopbackServer):
     """``weed mini`` (master, volume, filer and S3 in one process) on 127.0.0.1.
 
     Every port is a free one, every listener binds 127.0.0.1, data and sockets live
@@ -247,20 +246,9 @@ class SeaweedFS:
                 process.kill()
                 process.wait(timeout)
 
-    def __enter__(self) -> SeaweedFS:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
-class MotoServer:
+class MotoServer(LoopbackServer):
     """moto's S3 server, in a thread of this process, on 127.0.0.1 at a free port.
 
     >>> with MotoServer() as server:  # doctest: +SKIP
@@ -300,14 +288,3 @@ class MotoServer:
             with contextlib.suppress(Exception):
                 server.stop()
 
-    def __enter__(self) -> MotoServer:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
