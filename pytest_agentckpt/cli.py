@@ -43,6 +43,8 @@ def _progress(stream: TextIO) -> object:
 
 def _certify(args: argparse.Namespace) -> int:
     from .certify import CONTRACTS, FactoryError, StoreFactory, certify
+    from .certify.factory import new_namespace
+    from .certify.hooks import hooks_for
     from .certify.report import to_json, to_markdown, to_text
 
     known = {c.id for c in CONTRACTS}
@@ -56,7 +58,10 @@ def _certify(args: argparse.Namespace) -> int:
         sys.path.insert(0, str(Path.cwd()))
     try:
         factory = StoreFactory.from_spec(args.factory)
-        probe = factory.make("ckptprobe")
+        probe = factory.make(new_namespace())
+        purge = hooks_for(probe).purge
+        if purge is not None:  # the probe leaves nothing behind on a shared server
+            purge()
         probe.close()
     except FactoryError as exc:
         raise _UsageError(str(exc)) from None

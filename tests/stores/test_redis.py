@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from pytest_agentckpt.fixtures.backends import purge_namespace
 from pytest_agentckpt.services import backend_unavailable, free_port
 from pytest_agentckpt.services.redis import HOW_TO_ENABLE, PrivateRedis
 from stores import (
@@ -252,9 +253,9 @@ def real_store(real_url: str) -> Iterator[RedisStore]:
     try:
         yield store
     finally:
-        for task in store.list_checkpoints():
-            store.delete(task.task_id)
         store.close()
+        # Everything under the prefix, damaged keys included: the shared server keeps nothing.
+        purge_namespace(real_url)
 
 
 @pytest.fixture
