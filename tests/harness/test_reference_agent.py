@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import warnings
 from collections.abc import Iterator
 
 import pytest
@@ -16,6 +17,7 @@ from hypothesis.database import InMemoryExampleDatabase
 import reference_agent
 from pytest_agentckpt import OracleFailure, UnsafeToolWarning, fuzz
 from reference_agent.demo_tools import demo_toolbox
+from reference_agent.scripted import Plan, Step, ToolCall
 from reference_agent.world import World
 
 from ..buggy_agents import common_design
@@ -37,10 +39,39 @@ def _quiet_agent_logs() -> Iterator[None]:
 
 
 def test_reference_agent_survives_every_fault_kind() -> None:
-    with pytest.warns(UnsafeToolWarning, match="send_email"):
+    # Whether a random run lands a crash inside send_email's effect-to-outcome window
+    # depends on the seed, so this run only checks that nothing else is ever blamed; the
+    # next test aims at that window on purpose.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnsafeToolWarning)
         report = fuzz(REFERENCE, toolbox())
     assert report.stats.crashes > 0 and report.stats.resumes > 0
-    assert [tool.tool for tool in report.unsafe_tools] == ["send_email"] * len(report.unsafe_tools)
+    assert {tool.tool for tool in report.unsafe_tools} <= {"send_email"}
+
+
+SEND_ONE_EMAIL = Plan(steps=(Step(calls=(ToolCall("send_email", {"to": "ann"}),)),), final_answer="sent")
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_crash_after_an_unkeyed_effect_is_reported_as_an_unsafe_tool_not_a_violation(seed: int) -> None:
+    # Every crash lands right after an effect, and the only effect is send_email's: its
+    # outcome can never be known, and the harness must say so (not call the agent wrong).
+    with pytest.warns(UnsafeToolWarning, match="send_email"):
+        report = fuzz(
+            REFERENCE, toolbox(), plans=[SEND_ONE_EMAIL], fault_kinds=["after_tool_effect"],
+            max_examples=10, seed=seed, database=None,
+        )
+    assert report.stats.crashes > 0
+    assert report.stats.violations == {}
+    assert [tool.tool for tool in report.unsafe_tools] == ["send_email"]
+
+
+def test_the_unsafe_tool_report_can_fail_the_run() -> None:
+    with pytest.raises(AssertionError, match="unsafe tools\n.*send_email"):
+        fuzz(
+            REFERENCE, toolbox(), plans=[SEND_ONE_EMAIL], fault_kinds=["after_tool_effect"],
+            max_examples=10, seed=1, unsafe_tools="error",
+        )
 
 
 def test_reference_agent_survives_crashes_with_tools_that_honour_keys_and_reports_no_unsafe_tool() -> None:
