@@ -67,7 +67,7 @@ def test_a_crash_after_an_unkeyed_effect_is_reported_as_an_unsafe_tool_not_a_vio
 
 
 def test_the_unsafe_tool_report_can_fail_the_run() -> None:
-    with pytest.raises(AssertionError, match="unsafe tools\n.*send_email"):
+    with pytest.raises(AssertionError, match=r"unsafe tools\n.*send_email"):
         fuzz(
             REFERENCE, toolbox(), plans=[SEND_ONE_EMAIL], fault_kinds=["after_tool_effect"],
             max_examples=10, seed=1, unsafe_tools="error",
