@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as _dt
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -12,6 +13,8 @@ from .codec import decode_checkpoint, decode_summary, encode_head, encode_messag
 from .errors import ConflictError
 from .incremental import PrefixTracker, WritePlan
 from .protocol import StoreInfo, summary_matches
+from .retention import is_expired, parse_ttl
+from .url import query_params
 
 __all__ = ["MemoryStore"]
 
@@ -21,6 +24,8 @@ class _Record:
     version: int
     lineage: str
     head: bytes
+    status: CheckpointStatus
+    updated_at: _dt.datetime
     messages: list[bytes] = field(default_factory=list)
 
 
@@ -29,15 +34,18 @@ class MemoryStore:
 
     It keeps the encoded bytes, as a durable store would, so that it exercises the same
     serializer and never aliases the caller's objects. ``bytes_written`` counts what the
-    saves wrote, for incremental-save checks.
+    saves wrote, for incremental-save checks. ``ttl`` (seconds or a duration such as
+    ``"7d"``) forgets finished checkpoints that long after their last save
+    (:mod:`stores.retention`).
 
     >>> store = MemoryStore()
     >>> store.load("missing") is None
     True
     """
 
-    def __init__(self, name: str = "") -> None:
+    def __init__(self, name: str = "", *, ttl: float | str | None = None) -> None:
         self.name = name
+        self.ttl = parse_ttl(ttl)
         self.bytes_written = 0
         self._records: dict[str, _Record] = {}
         self._lock = threading.Lock()
@@ -45,13 +53,34 @@ class MemoryStore:
 
     @classmethod
     def from_url(cls, url: str) -> MemoryStore:
-        """``memory://`` or ``memory://name``."""
-        return cls(url.split("://", 1)[1].strip("/"))
+        """``memory://``, ``memory://name`` or ``memory://name?ttl=7d``."""
+        from urllib.parse import urlsplit
+
+        from .errors import InvalidStoreURLError
+
+        parts = urlsplit(url)
+        params = query_params(parts)
+        ttl = params.pop("ttl", None)
+        if params:
+            raise InvalidStoreURLError(f"memory:// takes only a name and ?ttl=, not {sorted(params)}")
+        try:
+            return cls((parts.netloc + parts.path).strip("/"), ttl=ttl)
+        except ValueError as exc:
+            raise InvalidStoreURLError(f"{url!r}: {exc}") from None
+
+    def _live(self, task_id: str, now: _dt.datetime) -> _Record | None:
+        """The record of ``task_id`` unless it has expired (then it is dropped). Lock held."""
+        record = self._records.get(task_id)
+        if record is not None and is_expired(record.status, record.updated_at, self.ttl, now):
+            del self._records[task_id]
+            return None
+        return record
 
     def load(self, task_id: str) -> Checkpoint | None:
         with self._lock:
-            record = self._records.get(task_id)
+            record = self._live(task_id, utcnow())
             if record is None:
+                self._tracker.forget(task_id)
                 return None
             version, lineage, head, messages = (
                 record.version,
@@ -70,7 +99,7 @@ class MemoryStore:
         now = utcnow()
         plan = self._tracker.plan(checkpoint)
         with self._lock:
-            record = self._records.get(task_id)
+            record = self._live(task_id, now)
             actual = None if record is None else record.version
             if (actual or 0) != checkpoint.version:
                 self._tracker.forget(task_id)
@@ -79,7 +108,7 @@ class MemoryStore:
             saved = checkpoint.model_copy(update={"version": new_version, "updated_at": now})
             head = encode_head(saved)
             if record is None:
-                record = _Record(new_version, plan.lineage, head, list(plan.encoded))
+                record = _Record(new_version, plan.lineage, head, saved.status, now, list(plan.encoded))
                 self._records[task_id] = record
             elif plan.rewrite or record.lineage != plan.lineage or len(record.messages) != plan.start:
                 # The tracker's snapshot is not what is stored: rewrite the whole history.
@@ -89,6 +118,7 @@ class MemoryStore:
             else:
                 record.messages.extend(plan.encoded)
                 record.version, record.head = new_version, head
+            record.status, record.updated_at = saved.status, now
             self.bytes_written += len(head) + sum(map(len, plan.encoded))
         self._tracker.saved(task_id, new_version, plan, checkpoint.messages)
         return saved
@@ -105,7 +135,12 @@ class MemoryStore:
         metadata: Mapping[str, Any] | None = None,
     ) -> list[CheckpointSummary]:
         with self._lock:
-            heads = sorted((task_id, record.head) for task_id, record in self._records.items())
+            now = utcnow()
+            heads = sorted(
+                (task_id, record.head)
+                for task_id in list(self._records)
+                if (record := self._live(task_id, now)) is not None
+            )
         result = []
         for task_id, head in heads:
             summary = decode_summary(task_id, head)
@@ -121,6 +156,7 @@ class MemoryStore:
             durable=False,
             incremental=True,
             notes=("in-process only: nothing survives the process",),
+            ttl=self.ttl,
         )
 
     def close(self) -> None:

@@ -16,7 +16,9 @@ class StoreInfo:
     """What a store says about itself: for reports, certification and warnings.
 
     ``durable`` is True when an acknowledged save survives a server restart, False when
-    it does not (an in-memory Redis), None when the store cannot tell.
+    it does not (an in-memory Redis), None when the store cannot tell. ``ttl`` is the
+    retention of finished checkpoints in seconds (see :mod:`stores.retention`), None when
+    they are kept until deleted.
     """
 
     backend: str
@@ -24,6 +26,7 @@ class StoreInfo:
     durable: bool | None = None
     incremental: bool = False
     notes: tuple[str, ...] = field(default_factory=tuple)
+    ttl: float | None = None
 
 
 @runtime_checkable

@@ -45,7 +45,7 @@ def namespaced_url(url: str, namespace: str) -> str:
     parts = urlsplit(url)
     scheme = parts.scheme.lower().split("+", 1)[0]
     if scheme == "memory":
-        return f"memory://{namespace}"
+        return f"memory://{namespace}" + (f"?{parts.query}" if parts.query else "")
     if scheme == "sqlite":
         path = Path(parts.path[1:] if parts.path.startswith("/") else parts.path)
         moved = path.with_name(f"{path.stem}-{namespace}{path.suffix or '.db'}")

@@ -650,11 +650,100 @@ def check_incremental(ctx: CertifyContext) -> str:
     )
 
 
+#: The longest ``info().ttl`` the suite waits out; certify a store built with a shorter one.
+MAX_CHECKED_TTL = 10.0
+
+
 def check_ttl(ctx: CertifyContext) -> str:
     store = ctx.new_store()
-    if "ttl" not in ctx.hooks(store).capabilities:
-        raise NotApplicable("the store does not declare time-to-live/retention")
-    raise NotCheckable("time-to-live is declared; the suite has no generic way to wait it out")
+    ttl = store.info().ttl
+    if ttl is None:
+        if "ttl" not in ctx.hooks(store).capabilities:
+            raise NotApplicable("the store keeps checkpoints until they are deleted (info().ttl is None)")
+        raise NotCheckable(
+            "the store declares 'ttl' but info().ttl is None: report the retention in seconds "
+            "in StoreInfo.ttl so the suite knows how long to wait"
+        )
+    if ttl > MAX_CHECKED_TTL:
+        raise NotCheckable(
+            f"info().ttl is {ttl:g} s, longer than the suite waits ({MAX_CHECKED_TTL:g} s): "
+            "certify a store built with a short ttl (ttl=1, or ?ttl=1 in its URL)"
+        )
+    for attempt in range(3):
+        note = _ttl_round(ctx, store, ttl, attempt)
+        if note is not None:
+            return note
+    raise NotCheckable(
+        "three attempts ran too slowly to time the ttl windows (a save or a check took longer "
+        f"than {0.3 * ttl:.2f} s); certify with a longer ttl"
+    )
+
+
+def _ttl_round(ctx: CertifyContext, store: CheckpointStore, ttl: float, attempt: int) -> str | None:
+    """One timed round; ``None`` when the machine was too slow for its windows to hold."""
+    import time
+
+    prefix = ctx.task_id(f"ttl{attempt}")
+    slack = max(0.25, 0.25 * ttl)
+    history = [{"role": "user", "content": "old news"}]
+    started = time.monotonic()
+    saved = {
+        status: store.save(Checkpoint(task_id=f"{prefix}-{status}", status=status, messages=history))
+        for status in ("completed", "failed", "running")
+    }
+    renewed = store.save(Checkpoint(task_id=f"{prefix}-renewed", status="completed"))
+    all_saved = time.monotonic()
+    time.sleep(max(0.0, started + 0.6 * ttl - time.monotonic()))
+    renewing = time.monotonic()
+    renewed = store.save(renewed.model_copy(update={"iteration": 1}))
+    time.sleep(max(0.0, all_saved + ttl + slack - time.monotonic()))
+    loaded = {name: store.load(f"{prefix}-{name}") for name in ("completed", "failed", "running", "renewed")}
+    listed = {s.task_id for s in store.list_checkpoints() if s.task_id.startswith(prefix)}
+    listed_completed = {
+        s.task_id for s in store.list_checkpoints(status="completed") if s.task_id.startswith(prefix)
+    }
+    if time.monotonic() >= renewing + ttl:  # the renewal may have expired too: no verdict
+        return None
+    for status in ("completed", "failed"):
+        task_id = f"{prefix}-{status}"
+        if loaded[status] is not None:
+            raise ContractFailed(
+                f"a {status} checkpoint still loads {ttl + slack:.2f} s after its last save with "
+                f"ttl={ttl:g} s: expired checkpoints must be gone from load"
+            )
+        if task_id in listed:
+            raise ContractFailed(f"an expired {status} checkpoint is still listed")
+    if loaded["running"] is None or f"{prefix}-running" not in listed:
+        raise ContractFailed(
+            "a running checkpoint expired: a running task must never expire (its resume would "
+            "start over and repeat every irreversible action it had done)"
+        )
+    _expect_same(saved["running"], loaded["running"], "a running checkpoint older than the ttl")
+    if loaded["renewed"] is None or f"{prefix}-renewed" not in listed_completed:
+        raise ContractFailed(
+            f"a completed checkpoint saved again {renewing - started:.2f} s later expired "
+            f"{ttl + slack:.2f} s after its first save: the ttl counts from the last save"
+        )
+    _expect_same(renewed, loaded["renewed"], "a completed checkpoint renewed by a save")
+    stale = saved["completed"]
+    try:
+        store.save(stale)
+    except ConflictError:
+        pass
+    else:
+        raise ContractFailed(
+            f"a save expecting version {stale.version} of an expired checkpoint succeeded: "
+            "an expired checkpoint is absent, so only version 0 may create it"
+        )
+    reborn = store.save(Checkpoint(task_id=stale.task_id, goal="again"))
+    again = store.load(stale.task_id)
+    _expect_same(reborn, again, "a checkpoint re-created after it expired")
+    if again is not None and again.messages:
+        raise ContractFailed("a checkpoint re-created after it expired still holds the expired one's messages")
+    return (
+        f"ttl={ttl:g} s: completed and failed checkpoints gone {ttl + slack:.2f} s after their last "
+        "save, a running one kept, a re-saved one renewed, an expired one re-created at version 1"
+    )
 
 
 CONTRACTS: tuple[Contract, ...] = (
@@ -709,7 +798,10 @@ CONTRACTS: tuple[Contract, ...] = (
              "Declared by info().durable: acknowledged saves survive a restart of the server "
              "(a private one the suite starts) and a reconnect.", check_durable_restart),
     Contract("ttl", "Time-to-live / retention", False,
-             "Declared in certify_capabilities: expired checkpoints go away.", check_ttl),
+             "Declared by info().ttl: finished (completed, failed) checkpoints are gone from "
+             "load and listings ttl seconds after their last save, so finished work does not "
+             "pile up; running ones never expire, since a resume that finds nothing repeats "
+             "every irreversible action.", check_ttl),
 )
 
 
