@@ -697,11 +697,13 @@ def _ttl_round(ctx: CertifyContext, store: CheckpointStore, ttl: float, attempt:
     renewing = time.monotonic()
     renewed = store.save(renewed.model_copy(update={"iteration": 1}))
     time.sleep(max(0.0, all_saved + ttl + slack - time.monotonic()))
-    loaded = {name: store.load(f"{prefix}-{name}") for name in ("completed", "failed", "running", "renewed")}
+    # Listed before loaded: a store that drops what a load finds expired must hide it
+    # from listings on its own.
     listed = {s.task_id for s in store.list_checkpoints() if s.task_id.startswith(prefix)}
     listed_completed = {
         s.task_id for s in store.list_checkpoints(status="completed") if s.task_id.startswith(prefix)
     }
+    loaded = {name: store.load(f"{prefix}-{name}") for name in ("completed", "failed", "running", "renewed")}
     if time.monotonic() >= renewing + ttl:  # the renewal may have expired too: no verdict
         return None
     for status in ("completed", "failed"):

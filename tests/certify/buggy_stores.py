@@ -7,6 +7,7 @@ to them and passes. Each has a factory ``make_<name>(namespace)`` for ``certify`
 
 from __future__ import annotations
 
+import datetime as _dt
 import fcntl
 import json
 import os
@@ -27,6 +28,8 @@ from my_store import DirectoryStore  # noqa: E402
 
 from stores import Checkpoint, ConflictError, CorruptCheckpointError  # noqa: E402
 from stores.checkpoint import utcnow  # noqa: E402
+from stores.memory import MemoryStore  # noqa: E402
+from stores.retention import cutoff, is_expired  # noqa: E402
 
 
 def _root(kind: str, namespace: str) -> Path:
@@ -288,3 +291,87 @@ class RewritingStore(DirectoryStore):
 
 def make_rewriting(namespace: str) -> RewritingStore:
     return RewritingStore(_root("rewriting", namespace))
+
+
+# -- retention ---------------------------------------------------------------------------
+# Built on the in-process store with ttl=1: each gets one part of the retention rule wrong
+# (stores/retention.py), as stores that add a TTL to an existing design tend to.
+
+
+class ExpiresRunningStore(MemoryStore):
+    """Expires every checkpoint, running ones too (a plain key TTL on everything)."""
+
+    def _live(self, task_id: str, now: _dt.datetime) -> Any:
+        record = self._records.get(task_id)
+        if record is not None and self.ttl is not None and record.updated_at < cutoff(self.ttl, now):
+            del self._records[task_id]
+            return None
+        return record
+
+
+class FirstSaveTTLStore(MemoryStore):
+    """Counts the ttl from the first save, not the last (a TTL set once, at creation)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._created: dict[str, _dt.datetime] = {}
+
+    def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        saved = super().save(checkpoint)
+        self._created.setdefault(saved.task_id, saved.updated_at)
+        return saved
+
+    def _live(self, task_id: str, now: _dt.datetime) -> Any:
+        record = self._records.get(task_id)
+        if record is not None and is_expired(record.status, self._created.get(task_id, now), self.ttl, now):
+            del self._records[task_id]
+            self._created.pop(task_id, None)
+            return None
+        return record
+
+
+class ListsExpiredStore(MemoryStore):
+    """Hides expired checkpoints from load but still lists them (a filter added in one place)."""
+
+    def list_checkpoints(self, **filters: Any) -> Any:
+        ttl, self.ttl = self.ttl, None
+        try:
+            return super().list_checkpoints(**filters)
+        finally:
+            self.ttl = ttl
+
+
+class RevivingStore(MemoryStore):
+    """Filters expired checkpoints on read only: a save with the old version revives one."""
+
+    def _live(self, task_id: str, now: _dt.datetime) -> Any:
+        return self._records.get(task_id)
+
+    def load(self, task_id: str) -> Checkpoint | None:
+        record = self._records.get(task_id)
+        if record is not None and is_expired(record.status, record.updated_at, self.ttl, utcnow()):
+            return None
+        return super().load(task_id)
+
+    def list_checkpoints(self, **filters: Any) -> Any:
+        now = utcnow()
+        expired = {
+            task_id for task_id, r in self._records.items() if is_expired(r.status, r.updated_at, self.ttl, now)
+        }
+        return [s for s in super().list_checkpoints(**filters) if s.task_id not in expired]
+
+
+def make_expires_running() -> ExpiresRunningStore:
+    return ExpiresRunningStore(ttl=1)
+
+
+def make_first_save_ttl() -> FirstSaveTTLStore:
+    return FirstSaveTTLStore(ttl=1)
+
+
+def make_lists_expired() -> ListsExpiredStore:
+    return ListsExpiredStore(ttl=1)
+
+
+def make_reviving() -> RevivingStore:
+    return RevivingStore(ttl=1)

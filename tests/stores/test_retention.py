@@ -1,0 +1,96 @@
+"""The retention rule (stores/retention.py) and the in-process store's ttl."""
+
+from __future__ import annotations
+
+import datetime as _dt
+
+import pytest
+
+import stores.memory
+from stores import Checkpoint, ConflictError, InvalidStoreURLError, open_store
+from stores.checkpoint import utcnow
+from stores.memory import MemoryStore
+from stores.retention import is_expired, parse_ttl
+
+
+@pytest.mark.parametrize(
+    ("given", "seconds"),
+    [(3600, 3600.0), (0.5, 0.5), ("45", 45.0), ("45s", 45.0), ("90m", 5400.0), ("12h", 43200.0),
+     ("7d", 604800.0), ("2w", 1209600.0), (" 1.5H ", 5400.0), (".5s", 0.5)],
+)
+def test_ttl_is_seconds_or_a_duration(given: float | str, seconds: float) -> None:
+    assert parse_ttl(given) == seconds
+
+
+@pytest.mark.parametrize("given", ["soon", "7 days", "1d2h", "-5", "0", 0, -1.0, float("inf"), float("nan"), True, [1]])
+def test_a_bad_ttl_is_refused_with_the_accepted_forms(given: object) -> None:
+    with pytest.raises(ValueError, match="ttl"):
+        parse_ttl(given)  # type: ignore[arg-type]
+
+
+def test_only_finished_checkpoints_expire_and_only_after_the_ttl() -> None:
+    now = utcnow()
+    old = now - _dt.timedelta(seconds=61)
+    assert is_expired("completed", old, 60, now) and is_expired("failed", old, 60, now)
+    assert not is_expired("running", old, 60, now)
+    assert not is_expired("completed", now - _dt.timedelta(seconds=59), 60, now)
+    assert not is_expired("completed", old, None, now)
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = utcnow()
+
+    def __call__(self) -> _dt.datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += _dt.timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
+    fake = _Clock()
+    monkeypatch.setattr(stores.memory, "utcnow", fake)
+    return fake
+
+
+def test_memory_store_forgets_finished_checkpoints_after_the_ttl_and_keeps_running_ones(clock: _Clock) -> None:
+    store = MemoryStore(ttl=60)
+    done = store.save(Checkpoint(task_id="done", status="completed", messages=[{"role": "user", "content": "x"}]))
+    running = store.save(Checkpoint(task_id="running"))
+    clock.advance(59)
+    assert store.load("done") is not None
+    clock.advance(2)
+    assert [s.task_id for s in store.list_checkpoints()] == ["running"]
+    assert store.load("done") is None
+    assert store.load("running") == running
+    with pytest.raises(ConflictError):
+        store.save(done)
+    reborn = store.save(Checkpoint(task_id="done"))
+    assert reborn.version == 1 and store.load("done").messages == []  # type: ignore[union-attr]
+
+
+def test_memory_store_ttl_counts_from_the_last_save(clock: _Clock) -> None:
+    store = MemoryStore(ttl=60)
+    saved = store.save(Checkpoint(task_id="t", status="completed"))
+    clock.advance(50)
+    store.save(saved.model_copy(update={"iteration": 2}))
+    clock.advance(50)
+    loaded = store.load("t")
+    assert loaded is not None and loaded.iteration == 2
+
+
+def test_memory_store_without_ttl_keeps_everything(clock: _Clock) -> None:
+    store = MemoryStore()
+    store.save(Checkpoint(task_id="t", status="completed"))
+    clock.advance(10**9)
+    assert store.load("t") is not None and store.info().ttl is None
+
+
+def test_ttl_in_a_memory_url() -> None:
+    assert open_store("memory://x?ttl=7d").info().ttl == 604800.0
+    with pytest.raises(InvalidStoreURLError, match="ttl 'soon' is not a duration"):
+        open_store("memory://x?ttl=soon")
+    with pytest.raises(InvalidStoreURLError, match="only a name and"):
+        open_store("memory://x?tll=7d")
