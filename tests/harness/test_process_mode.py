@@ -81,3 +81,19 @@ def test_process_mode_needs_importable_names_and_a_shared_store() -> None:
         fuzz(lambda *a, **k: "x", TOOLS, mode="process")
     with pytest.raises(ValueError, match="both processes can open"):
         fuzz(REFERENCE, TOOLS, mode="process", store="memory://")
+
+
+def test_process_mode_resumes_the_reference_agent_from_every_backend(any_checkpoint_store_url: str) -> None:
+    # The child is SIGKILLed right after an effect or a checkpoint write and a new process
+    # resumes from the shared store; finding the buggy agent is shown on SQLite above.
+    if any_checkpoint_store_url.startswith("memory://"):
+        # The child process could not see the parent's in-process store: refused up front.
+        with pytest.raises(ValueError, match="both processes can open"):
+            fuzz(REFERENCE, TOOLS, mode="process", store=any_checkpoint_store_url)
+        return
+    report = fuzz(
+        REFERENCE, TOOLS, mode="process", seed=1, plans=[PLAN], max_examples=2,
+        fault_kinds=["after_tool_effect", "after_checkpoint_write"], store=any_checkpoint_store_url,
+        unsafe_tools="ignore", database=InMemoryExampleDatabase(),
+    )
+    assert report.stats.crashes > 0 and report.stats.resumes > 0 and report.stats.violations == {}
