@@ -103,8 +103,8 @@ def blocks(page: str) -> list[Block]:
 
 
 def pages() -> list[str]:
-    """The pages whose Python blocks this module runs: fuzzing.md's belong to the harness."""
-    return sorted(p.name for p in DOCS.glob("*.md") if p.name != "fuzzing.md")
+    """The pages whose Python blocks this module runs or checks."""
+    return sorted(p.name for p in DOCS.glob("*.md"))
 
 
 def python_blocks() -> list[Block]:
