@@ -91,22 +91,22 @@ FaultPoint = Literal[
     "before_checkpoint_write",
     "after_checkpoint_write",
 ]
-#: Every crash point, in the order an iteration meets them.
 FAULT_POINTS: tuple[FaultPoint, ...] = get_args(FaultPoint)
+"""Every crash point, in the order an iteration meets them."""
 
 ApiFaultKind = Literal[
     "rate_limit", "server_error", "overloaded", "timeout", "disconnect", "lost_response"
 ]
-#: API faults, injected through the fake Messages API.
 API_FAULT_KINDS: tuple[ApiFaultKind, ...] = get_args(ApiFaultKind)
+"""API faults, injected through the fake Messages API."""
 
 StoreFaultKind = Literal["store_outage", "slow_store"]
-#: Store faults, injected by :class:`FaultyStore`.
 STORE_FAULT_KINDS: tuple[StoreFaultKind, ...] = get_args(StoreFaultKind)
+"""Store faults, injected by :class:`FaultyStore`."""
 
 FaultKind = FaultPoint | ApiFaultKind | StoreFaultKind
-#: Every name ``fuzz(fault_kinds=...)`` accepts.
 FAULT_KINDS: tuple[str, ...] = FAULT_POINTS + API_FAULT_KINDS + STORE_FAULT_KINDS
+"""Every name ``fuzz(fault_kinds=...)`` accepts."""
 
 
 class PlanInfeasible(BaseException):

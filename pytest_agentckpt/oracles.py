@@ -66,10 +66,10 @@ OracleName = Literal[
     "recorded_work_not_redone",
     "completed_idempotent",
 ]
-#: The six oracles of the design, in the order they are checked and reported.
 ORACLES: tuple[OracleName, ...] = get_args(OracleName)
-#: Every name a violation can carry: the oracles and the harness's own two checks.
+"""The six oracles of the design, in the order they are checked and reported."""
 CHECKS: tuple[str, ...] = ("crash_free_run", *ORACLES, "resumes_to_completion")
+"""Every name a violation can carry: the oracles and the harness's own two checks."""
 
 
 @dataclass(frozen=True)

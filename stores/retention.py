@@ -24,8 +24,8 @@ from .checkpoint import CheckpointStatus
 
 __all__ = ["EXPIRING_STATUSES", "cutoff", "is_expired", "parse_ttl"]
 
-#: The statuses whose checkpoints a ``ttl`` removes; ``running`` is never among them.
 EXPIRING_STATUSES: frozenset[CheckpointStatus] = frozenset({"completed", "failed"})
+"""The statuses whose checkpoints a ``ttl`` removes; ``running`` is never among them."""
 
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 _DURATION = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhdw]?)\s*", re.IGNORECASE)
