@@ -283,6 +283,54 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _duration(text: str) -> float:
+    from stores.retention import parse_ttl
+
+    try:
+        seconds = parse_ttl(text)
+    except ValueError as exc:
+        message = str(exc).split(";")[0]
+        raise argparse.ArgumentTypeError(message[4:] if message.startswith("ttl ") else message) from None
+    assert seconds is not None
+    return seconds
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    """Delete finished checkpoints older than ``--older-than`` (never running ones)."""
+    import datetime as _dt
+
+    from stores.checkpoint import utcnow
+
+    statuses = (args.status,) if args.status else ("completed", "failed")
+    cutoff = utcnow() - _dt.timedelta(seconds=args.older_than)
+    store = _open(args.store)
+    pruned: list[dict[str, Any]] = []
+    try:
+        for status in statuses:
+            for row in store.list_checkpoints(status=status):
+                if row.updated_at >= cutoff:
+                    continue
+                if not args.dry_run:
+                    # Listed, then checked again: a task saved since the listing is kept.
+                    current = store.load(row.task_id)
+                    if current is None or current.version != row.version:
+                        continue
+                    store.delete(row.task_id)
+                pruned.append({"task_id": row.task_id, "status": row.status,
+                               "updated_at": row.updated_at.isoformat()})
+    finally:
+        store.close()
+    if args.json:
+        _print_json({"dry_run": args.dry_run, "pruned": pruned})
+        return 0
+    verb = "would delete" if args.dry_run else "deleted"
+    print(f"{verb} {len(pruned)} {'/'.join(statuses)} checkpoint{'s' * (len(pruned) != 1)} "
+          f"last saved before {cutoff:%Y-%m-%d %H:%M:%S} UTC")
+    for row in pruned:
+        print(f"  {row['task_id']}  {row['status']}  {row['updated_at'][:19]}")
+    return 0
+
+
 def _describe_block(block: dict[str, Any]) -> str:
     kind = block.get("type")
     if kind == "text":
@@ -694,6 +742,22 @@ def build_parser() -> argparse.ArgumentParser:
     _store_option(inspect)
     inspect.add_argument("--json", action="store_true", help="the whole checkpoint as JSON")
     inspect.set_defaults(func=cmd_inspect)
+
+    prune = sub.add_parser(
+        "prune", help="delete finished checkpoints older than a duration",
+        description="Deletes completed and failed checkpoints last saved longer ago than "
+        "--older-than (a task re-run after that starts over). Running checkpoints are never "
+        "deleted: their resume would repeat every irreversible action. Works on every store; "
+        "stores built with ?ttl= expire finished checkpoints on their own.",
+    )
+    prune.add_argument("--older-than", required=True, type=_duration, metavar="DURATION",
+                       help="seconds, or a number with a unit s, m, h, d or w (e.g. 30d)")
+    prune.add_argument("--status", choices=("completed", "failed"), default=None,
+                       help="only this status (default: both)")
+    _store_option(prune)
+    prune.add_argument("--dry-run", action="store_true", help="list what would be deleted, delete nothing")
+    prune.add_argument("--json", action="store_true", help="machine-readable output")
+    prune.set_defaults(func=cmd_prune)
     return parser
 
 

@@ -86,9 +86,48 @@ def test_an_unreadable_store_file_is_one_line(tmp_path: Path, capsys: pytest.Cap
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("command", ["demo", "run", "status", "list", "inspect"])
+@pytest.mark.parametrize("command", ["demo", "run", "status", "list", "inspect", "prune"])
 def test_every_command_has_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main([command, "--help"])
     assert exit_info.value.code == 0
     assert "--store" in capsys.readouterr().out
+
+
+def test_prune_deletes_old_finished_checkpoints_and_never_running_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import time
+
+    from stores import Checkpoint, open_store
+
+    url = f"sqlite:///{tmp_path / 'tasks.db'}"
+    store = open_store(url)
+    for task_id, status in (("old-running", "running"), ("old-done", "completed"), ("old-failed", "failed")):
+        store.save(Checkpoint(task_id=task_id, status=status))  # type: ignore[arg-type]
+    time.sleep(0.3)
+    store.save(Checkpoint(task_id="new-done", status="completed"))
+    store.close()
+
+    def remaining() -> list[str]:
+        reopened = open_store(url)
+        try:
+            return [s.task_id for s in reopened.list_checkpoints()]
+        finally:
+            reopened.close()
+
+    assert main(["prune", "--older-than", "0.2s", "--store", url, "--dry-run"]) == 0
+    assert "would delete 2" in capsys.readouterr().out
+    assert remaining() == ["new-done", "old-done", "old-failed", "old-running"]
+    assert main(["prune", "--older-than", "0.2", "--status", "failed", "--store", url, "--json"]) == 0
+    assert [r["task_id"] for r in json.loads(capsys.readouterr().out)["pruned"]] == ["old-failed"]
+    assert main(["prune", "--older-than", "0.2s", "--store", url]) == 0
+    assert "deleted 1 completed/failed checkpoint " in capsys.readouterr().out
+    assert remaining() == ["new-done", "old-running"]
+
+
+def test_prune_refuses_a_duration_it_cannot_read(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["prune", "--older-than", "a while"])
+    assert exit_info.value.code == 2
+    assert "'a while' is not a duration" in capsys.readouterr().err
