@@ -326,8 +326,8 @@ def cmd_prune(args: argparse.Namespace) -> int:
     verb = "would delete" if args.dry_run else "deleted"
     print(f"{verb} {len(pruned)} {'/'.join(statuses)} checkpoint{'s' * (len(pruned) != 1)} "
           f"last saved before {cutoff:%Y-%m-%d %H:%M:%S} UTC")
-    for row in pruned:
-        print(f"  {row['task_id']}  {row['status']}  {row['updated_at'][:19]}")
+    for entry in pruned:
+        print(f"  {entry['task_id']}  {entry['status']}  {entry['updated_at'][:19]}")
     return 0
 
 
