@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NoReturn
 
-from stores import Checkpoint, CheckpointStore, StoreError, open_store, redact_url
+from stores import Checkpoint, CheckpointStatus, CheckpointStore, StoreError, open_store, redact_url
 from stores.url import DEFAULT_STORE_URL
 
 if TYPE_CHECKING:
@@ -301,7 +301,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
 
     from stores.checkpoint import utcnow
 
-    statuses = (args.status,) if args.status else ("completed", "failed")
+    statuses: tuple[CheckpointStatus, ...] = (args.status,) if args.status else ("completed", "failed")
     cutoff = utcnow() - _dt.timedelta(seconds=args.older_than)
     store = _open(args.store)
     pruned: list[dict[str, Any]] = []
