@@ -13,6 +13,15 @@ the head. Redis runs a script atomically, so a reader sees the old checkpoint or
 one, never a mix. The script does not span slots of a Redis Cluster: use a single
 primary (or a primary with replicas).
 
+Retention (``ttl``, see :mod:`stores.retention`) uses Redis key expiry: the script that
+writes a completed or failed checkpoint gives its head and messages one expiry time
+(``PEXPIREAT``), and one that writes a running checkpoint clears it (``PERSIST``), so a
+running task never expires. A store without ``ttl`` clears it on every save too: what
+it writes is kept until deleted. The index set never expires; a listing skips the tasks
+whose head has expired and removes their entries. Open every store of a key prefix with
+the same ``ttl``: a store without one reports an expired task's leftover index entry as
+damage when it loads that task.
+
 Redis keeps data in memory; only AOF persistence (``appendonly yes``) makes an
 acknowledged save survive a restart. :meth:`RedisStore.info` says whether it is on, and
 the store warns (:class:`RedisNotDurableWarning`) when it is off.
@@ -20,6 +29,7 @@ the store warns (:class:`RedisNotDurableWarning`) when it is off.
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -31,11 +41,13 @@ from .codec import decode_checkpoint, decode_summary, encode_head, encode_messag
 from .errors import (
     ConflictError,
     CorruptCheckpointError,
+    InvalidStoreURLError,
     MissingDriverError,
     StoreUnavailableError,
 )
 from .incremental import PrefixTracker, WritePlan
 from .protocol import StoreInfo, summary_matches
+from .retention import EXPIRING_STATUSES, parse_ttl
 from .url import query_params, redact_url
 
 if TYPE_CHECKING:
@@ -53,11 +65,14 @@ _PUSH_BATCH = 500
 
 _OK, _CONFLICT, _STALE_PREFIX, _BAD_VERSION = 1, 0, 2, 3
 
+# Longest ttl Redis can take as a key expiry here (about 31,000 years), in milliseconds.
+_MAX_TTL_MS = 10**15
+
 # KEYS: head hash, messages list, index set.
 # ARGV: expected version, mode ("a" append / "r" rewrite), lineage, start, task id,
-#       head body, new version, messages...
+#       head body, new version, [expiry in ms (ttl stores only)], messages...
 # Returns {status, stored version (-1 when absent)}.
-_SAVE_SCRIPT = """
+_SAVE_TEMPLATE = """
 local stored = redis.call('HGET', KEYS[1], 'version')
 local actual = 0
 if stored then
@@ -77,7 +92,7 @@ else
   redis.call('DEL', KEYS[2])
 end
 local n = #ARGV
-local i = 8
+local i = @FIRST@
 while i <= n do
   local j = math.min(i + 499, n)
   redis.call('RPUSH', KEYS[2], unpack(ARGV, i, j))
@@ -86,8 +101,55 @@ end
 redis.call('HSET', KEYS[1], 'version', ARGV[7], 'lineage', ARGV[3],
            'count', redis.call('LLEN', KEYS[2]), 'body', ARGV[6])
 redis.call('SADD', KEYS[3], ARGV[5])
+@EXPIRY@
 return {1, tonumber(ARGV[7])}
 """
+
+# Without ttl: whatever this store writes is kept (an expiry a ttl store set is cleared).
+_KEEP = """redis.call('PERSIST', KEYS[1])
+redis.call('PERSIST', KEYS[2])"""
+
+# With ttl: ARGV[8] > 0 (a finished checkpoint) sets one absolute expiry time on the head
+# and the messages, so that they can never expire one without the other; 0 (a running
+# one) clears it, as a checkpoint saved back to running must never expire.
+_EXPIRE = """local ms = tonumber(ARGV[8])
+if ms > 0 then
+  local now = redis.call('TIME')
+  local at = string.format('%d', now[1] * 1000 + math.floor(now[2] / 1000) + ms)
+  redis.call('PEXPIREAT', KEYS[1], at)
+  redis.call('PEXPIREAT', KEYS[2], at)
+else
+  redis.call('PERSIST', KEYS[1])
+  redis.call('PERSIST', KEYS[2])
+end"""
+
+_SAVE_SCRIPT = _SAVE_TEMPLATE.replace("@FIRST@", "8").replace("@EXPIRY@", _KEEP)
+_SAVE_TTL_SCRIPT = _SAVE_TEMPLATE.replace("@FIRST@", "9").replace("@EXPIRY@", _EXPIRE)
+
+# KEYS: index set, then the head and the messages of each task in ARGV.
+# Removes the index entry of each task none of whose keys exists (it expired), atomically
+# with the check, so that a task created again meanwhile keeps its entry.
+# Returns the number of entries removed.
+_PRUNE_SCRIPT = """
+local removed = 0
+for i = 1, #ARGV do
+  if redis.call('EXISTS', KEYS[2 * i], KEYS[2 * i + 1]) == 0 then
+    removed = removed + redis.call('SREM', KEYS[1], ARGV[i])
+  end
+end
+return removed
+"""
+
+
+def _check_ttl(value: float | str | None) -> float | None:
+    """``stores.retention.parse_ttl``, and short enough for a Redis key expiry."""
+    ttl = parse_ttl(value)
+    if ttl is not None and math.ceil(ttl * 1000) > _MAX_TTL_MS:
+        raise ValueError(
+            f"ttl {value!r} is longer than Redis can expire keys after; leave it out to keep "
+            "checkpoints"
+        )
+    return ttl
 
 
 class RedisNotDurableWarning(UserWarning):
@@ -110,7 +172,9 @@ class RedisStore:
     True
 
     ``client`` must be a ``redis.Redis`` with ``decode_responses=False``. Keys live under
-    ``key_prefix``, so several applications (or test runs) can share one server.
+    ``key_prefix``, so several applications (or test runs) can share one server. ``ttl``
+    (seconds or a duration such as ``"7d"``) makes completed and failed checkpoints expire
+    that long after their last save (:mod:`stores.retention`); running ones never do.
     """
 
     def __init__(
@@ -120,7 +184,11 @@ class RedisStore:
         key_prefix: str = DEFAULT_KEY_PREFIX,
         url: str = "redis://",
         warn_if_not_durable: bool = True,
+        ttl: float | str | None = None,
     ) -> None:
+        #: Seconds after its last save that a finished checkpoint expires (None: never).
+        self.ttl = _check_ttl(ttl)
+        self._ttl_ms = None if self.ttl is None else math.ceil(self.ttl * 1000)
         self._redis = _import_redis()
         self._client = client
         self.key_prefix = key_prefix
@@ -128,7 +196,10 @@ class RedisStore:
         self._tracker = PrefixTracker()
         #: Payload bytes (heads and messages) the saves of this instance sent to Redis.
         self.bytes_written = 0
-        self._script = client.register_script(_SAVE_SCRIPT)
+        self._script = client.register_script(
+            _SAVE_SCRIPT if self.ttl is None else _SAVE_TTL_SCRIPT
+        )
+        self._prune_script = client.register_script(_PRUNE_SCRIPT)
         self._durability: tuple[bool | None, tuple[str, ...]] | None = None
         if warn_if_not_durable:
             durable, _ = self._probe_durability()
@@ -143,15 +214,20 @@ class RedisStore:
 
     @classmethod
     def from_url(cls, url: str) -> RedisStore:
-        """``redis://[:password@]host:6379/0?key_prefix=agentckpt:`` (``rediss://`` for TLS).
+        """``redis://[:password@]host:6379/0?key_prefix=agentckpt:&ttl=7d`` (``rediss://`` for TLS).
 
-        Other query parameters go to redis-py. Connects at once, so a wrong URL or a
-        server that is down fails here with :class:`~stores.StoreUnavailableError`.
+        ``ttl`` is optional (see :mod:`stores.retention`). Other query parameters go to
+        redis-py. Connects at once, so a wrong URL or a server that is down fails here
+        with :class:`~stores.StoreUnavailableError`.
         """
         redis = _import_redis()
         parts = urlsplit(url)
         params = query_params(parts)
         key_prefix = params.pop("key_prefix", DEFAULT_KEY_PREFIX)
+        try:
+            ttl = _check_ttl(params.pop("ttl", None))
+        except ValueError as exc:
+            raise InvalidStoreURLError(f"{redact_url(url)!r}: {exc}") from None
         scheme = "rediss" if parts.scheme.lower().startswith("rediss") else "redis"
         driver_url = urlunsplit(parts._replace(scheme=scheme, query=urlencode(params)))
         from redis.backoff import ExponentialBackoff
@@ -167,7 +243,7 @@ class RedisStore:
             retry=Retry(ExponentialBackoff(cap=0.2, base=0.05), 1),
             retry_on_error=[redis.ConnectionError],
         )
-        store = cls(client, key_prefix=key_prefix, url=url)
+        store = cls(client, key_prefix=key_prefix, url=url, ttl=ttl)
         return store
 
     # -- keys -------------------------------------------------------------------------
@@ -229,10 +305,13 @@ class RedisStore:
                 # WRONGTYPE: something else was written at our keys.
                 raise CorruptCheckpointError(task_id, f"Redis refused to read it ({exc})") from None
         if not head:
-            if messages or indexed:
+            # With a ttl, an index entry alone is what an expired task leaves (a listing
+            # removes it); without one, only damage leaves it.
+            if messages or (indexed and self.ttl is None):
                 raise CorruptCheckpointError(
                     task_id, "the head is missing but its messages or index entry remain"
                 )
+            self._tracker.forget(task_id)
             return None
         version, lineage = self._check_head_fields(task_id, head, len(messages))
         checkpoint = decode_checkpoint(task_id, head[b"body"], messages)
@@ -272,13 +351,13 @@ class RedisStore:
         saved = checkpoint.model_copy(update={"version": new_version, "updated_at": utcnow()})
         head = encode_head(saved)
         plan = self._tracker.plan(checkpoint)
-        status, actual = self._run_save(task_id, checkpoint.version, plan, head)
+        status, actual = self._run_save(task_id, checkpoint.version, plan, head, saved.status)
         if status == _STALE_PREFIX:
             # What this store knew of the stored history is not what is stored (another
             # writer, a damaged list): write the whole history, still conditional on the
             # version, so a concurrent writer can only cause a conflict.
             plan = WritePlan(True, 0, encode_messages(checkpoint.messages), plan.lineage)
-            status, actual = self._run_save(task_id, checkpoint.version, plan, head)
+            status, actual = self._run_save(task_id, checkpoint.version, plan, head, saved.status)
         if status == _CONFLICT:
             self._tracker.forget(task_id)
             raise ConflictError(task_id, checkpoint.version, None if actual < 0 else actual)
@@ -293,7 +372,7 @@ class RedisStore:
         return saved
 
     def _run_save(
-        self, task_id: str, expected: int, plan: WritePlan, head: bytes
+        self, task_id: str, expected: int, plan: WritePlan, head: bytes, status: CheckpointStatus
     ) -> tuple[int, int]:
         args: list[bytes | str | int] = [
             expected,
@@ -303,8 +382,10 @@ class RedisStore:
             task_id,
             head,
             expected + 1,
-            *plan.encoded,
         ]
+        if self._ttl_ms is not None:
+            args.append(self._ttl_ms if status in EXPIRING_STATUSES else 0)
+        args.extend(plan.encoded)
         with self._errors("save a checkpoint"):
             try:
                 result = self._script(keys=list(self.raw_keys(task_id)), args=args)
@@ -354,16 +435,36 @@ class RedisStore:
                     pipe.hget(self._head_key(task_id), "body")
                 bodies.extend(pipe.execute(raise_on_error=False))
         result = []
+        gone: list[str] = []
         for task_id, body in zip(members, bodies, strict=True):
             if body is None:
-                continue  # deleted between the index read and the head read
+                gone.append(task_id)  # expired, or deleted after the index read
+                continue
             if isinstance(body, Exception):
                 raise CorruptCheckpointError(task_id, f"Redis refused to read its head ({body})")
             summary = decode_summary(task_id, body)
             if not summary_matches(summary, status, metadata):
                 continue
             result.append(summary)
+        if gone and self.ttl is not None:
+            self._prune(gone)
         return result
+
+    def _prune(self, task_ids: list[str]) -> None:
+        """Remove the index entries of ``task_ids`` whose keys are all gone (expired).
+
+        Best-effort: the listing is already right without it, and a failure here only
+        leaves entries for the next listing to remove.
+        """
+        for start in range(0, len(task_ids), 500):
+            batch = task_ids[start : start + 500]
+            keys = [self._index_key]
+            for task_id in batch:
+                keys.extend((self._head_key(task_id), self._msgs_key(task_id)))
+            try:
+                self._prune_script(keys=keys, args=batch)
+            except self._redis.RedisError:
+                return
 
     def _probe_durability(self) -> tuple[bool | None, tuple[str, ...]]:
         if self._durability is not None:
@@ -410,12 +511,19 @@ class RedisStore:
     def info(self) -> StoreInfo:
         """Backend ``redis``; ``durable`` True only when AOF persistence is on."""
         durable, notes = self._probe_durability()
+        if self.ttl is not None:
+            notes = (
+                *notes,
+                f"completed and failed checkpoints expire {self.ttl:g} s after their last save "
+                "(Redis key expiry); running ones never do",
+            )
         return StoreInfo(
             backend="redis",
             url=self.url,
             durable=durable,
             incremental=True,
             notes=(f"key prefix {self.key_prefix!r}", *notes),
+            ttl=self.ttl,
         )
 
     def close(self) -> None:

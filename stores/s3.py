@@ -66,6 +66,13 @@ _READ_TIMEOUT = 15
 #: Seconds after which an object no head names is garbage for certain (see delete).
 _ORPHAN_AGE = 600.0
 _TEST_CREDENTIALS = ("agentckpt-test", "agentckpt-test")
+_NO_TTL = (
+    "S3 stores do not support ttl: they keep checkpoints until they are deleted. Remove "
+    "finished checkpoints by listing them with list_checkpoints(status='completed') (and "
+    "status='failed') and deleting each, or with a bucket lifecycle rule; an age-based rule "
+    "on the store's prefix also expires the old message chunks of running tasks, so let one "
+    "reach only finished tasks' objects"
+)
 
 _Entry = tuple[int, int, str]  # start, end (exclusive), token
 _T = TypeVar("_T")
@@ -158,18 +165,21 @@ class S3Store:
         """``s3://bucket/prefix?endpoint_url=http://127.0.0.1:8333&region=us-east-1``.
 
         Checks at once that the endpoint answers and the bucket exists, so a wrong URL
-        fails here with :class:`~stores.StoreUnavailableError`.
+        fails here with :class:`~stores.StoreUnavailableError`. ``ttl`` is refused: an S3
+        store keeps checkpoints until they are deleted.
         """
+        parts = urlsplit(url)
+        params = query_params(parts)
+        if "ttl" in params:
+            raise InvalidStoreURLError(f"{redact_url(url)!r}: {_NO_TTL}")
         boto3 = _import_boto3()
         from botocore.config import Config
 
-        parts = urlsplit(url)
         bucket = parts.hostname or ""
         if not bucket:
             raise InvalidStoreURLError(
                 f"{redact_url(url)!r} names no bucket; use s3://bucket/prefix?endpoint_url=..."
             )
-        params = query_params(parts)
         endpoint_url = params.get("endpoint_url") or None
         region = (
             params.get("region")

@@ -12,13 +12,16 @@ from typing import Any
 
 import pytest
 
+from pytest_agentckpt.certify import StoreFactory, certify
 from pytest_agentckpt.fixtures.backends import purge_namespace
 from pytest_agentckpt.services import backend_unavailable, free_port
 from pytest_agentckpt.services.redis import HOW_TO_ENABLE, PrivateRedis
 from stores import (
     Checkpoint,
+    CheckpointStore,
     ConflictError,
     CorruptCheckpointError,
+    InvalidStoreURLError,
     StoreUnavailableError,
     open_store,
 )
@@ -38,11 +41,13 @@ class _ScriptSpy:
 
     def __init__(self, store: RedisStore) -> None:
         self._script = store._script
+        # Arguments before the messages: a ttl store also sends the expiry.
+        self._fixed = 7 if store.ttl is None else 8
         self.calls: list[tuple[str, int]] = []
         store._script = self  # type: ignore[assignment]
 
     def __call__(self, *, keys: list[str], args: list[Any]) -> Any:
-        self.calls.append((str(args[1]), len(args) - 7))
+        self.calls.append((str(args[1]), len(args) - self._fixed))
         return self._script(keys=keys, args=args)
 
 
@@ -377,3 +382,146 @@ def test_operations_while_the_server_is_down_raise_unavailable(
         server.start()
         assert store.load("t") is not None
         store.close()
+
+
+# -- retention (ttl) ------------------------------------------------------------------------
+
+
+def _with(url: str, query: str) -> str:
+    return f"{url}{'&' if '?' in url else '?'}{query}"
+
+
+def _pttls(store: RedisStore, task_id: str) -> tuple[int, int, int]:
+    """PTTL of the head, the messages and the index: -1 no expiry, -2 no such key."""
+    head, msgs, index = store.raw_keys(task_id)
+    return store.client.pttl(head), store.client.pttl(msgs), store.client.pttl(index)
+
+
+def test_ttl_contract_passes_on_a_real_server(agentckpt_redis_url: str) -> None:
+    namespaces: list[str] = []
+
+    def make(namespace: str) -> CheckpointStore:
+        namespaces.append(namespace)
+        return open_store(_with(agentckpt_redis_url, f"key_prefix={namespace}:&ttl=1"))
+
+    try:
+        report = certify(
+            StoreFactory("tests.stores.test_redis:ttl1", make), only=["ttl"], figures=False, quick=True
+        )
+    finally:
+        for namespace in namespaces:
+            purge_namespace(_with(agentckpt_redis_url, f"key_prefix={namespace}:"))
+    result = report.result("ttl")
+    assert result.outcome.value == "passed", f"{result.summary}\n{result.details}"
+    assert report.store_url.endswith("ttl=1")
+
+
+def test_ttl_keyword_and_url(fake_client: Any, real_url: str) -> None:
+    assert RedisStore(fake_client, key_prefix="unit:").info().ttl is None
+    assert RedisStore(fake_client, key_prefix="unit:", ttl="90m").info().ttl == 5400.0
+    for bad in ("soon", 0, -5, True):
+        with pytest.raises(ValueError, match="ttl"):
+            RedisStore(fake_client, key_prefix="unit:", ttl=bad)
+    try:
+        for query, seconds in (("ttl=7d", 604800.0), ("ttl=3600", 3600.0), ("ttl=1.5", 1.5)):
+            store = open_store(_with(real_url, query))
+            try:
+                info = store.info()
+                assert info.ttl == seconds
+                assert any("expire" in note for note in info.notes)
+                store.save(Checkpoint(task_id="t", status="completed"))
+                # The ttl was taken out of the URL, not handed to redis-py or lost.
+                assert 0 < store.client.pttl(store.raw_keys("t")[0]) <= seconds * 1000
+                store.delete("t")
+            finally:
+                store.close()
+    finally:
+        purge_namespace(real_url)
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [("ttl=soon", "is not a duration"), ("ttl=0", "positive duration"), ("ttl=99999999999999w", "longer")],
+)
+def test_bad_ttl_in_the_url_is_refused_before_connecting(query: str, message: str) -> None:
+    url = f"redis://127.0.0.1:{free_port()}/0?key_prefix=x:&{query}"
+    with pytest.raises(InvalidStoreURLError, match=message):
+        open_store(url)
+
+
+def test_finished_checkpoints_expire_and_running_ones_do_not(real_url: str) -> None:
+    store = open_store(_with(real_url, "ttl=60"))
+    assert isinstance(store, RedisStore)
+    try:
+        cp = store.save(Checkpoint(task_id="t", messages=[_msg(0)]))
+        assert _pttls(store, "t") == (-1, -1, -1)
+        cp = store.save(cp.model_copy(update={"status": "completed"}))
+        head, msgs, index = _pttls(store, "t")
+        assert 0 < head <= 60_000 and 0 < msgs <= 60_000 and index == -1
+        # One expiry time for both keys: neither can outlive the other.
+        head_key, msgs_key, _ = store.raw_keys("t")
+        assert store.client.pexpiretime(head_key) == store.client.pexpiretime(msgs_key)
+        # An append while completed keeps the messages expiring with the head.
+        cp = store.save(cp.model_copy(update={"messages": [_msg(0), _msg(1)]}))
+        head, msgs, _ = _pttls(store, "t")
+        assert head > 0 and msgs > 0
+        # Saved back to running (a re-run): it must never expire.
+        cp = store.save(cp.model_copy(update={"status": "running", "messages": [_msg(0), _msg(1), _msg(2)]}))
+        assert _pttls(store, "t") == (-1, -1, -1)
+        cp = store.save(cp.model_copy(update={"status": "failed"}))
+        head, msgs, _ = _pttls(store, "t")
+        assert head > 0 and msgs > 0
+        # A rewrite (the stored history is not the one this store knows) expires too.
+        rewritten = cp.model_copy(update={"messages": [{"role": "user", "content": "edited"}]})
+        cp = store.save(rewritten)
+        head, msgs, _ = _pttls(store, "t")
+        assert head > 0 and msgs > 0
+        # A store without ttl keeps what it writes, even over keys a ttl store set to expire.
+        keeper = open_store(real_url)
+        assert isinstance(keeper, RedisStore)
+        try:
+            keeper.save(cp.model_copy(update={"status": "completed", "iteration": 3}))
+            assert _pttls(keeper, "t") == (-1, -1, -1)
+        finally:
+            keeper.close()
+        # A completed checkpoint without messages still expires (its head does).
+        store.save(Checkpoint(task_id="empty", status="completed"))
+        head, msgs, _ = _pttls(store, "empty")
+        assert head > 0 and msgs == -2
+    finally:
+        store.close()
+        purge_namespace(real_url)
+
+
+def test_expired_task_is_absent_and_its_index_entry_is_removed_by_a_listing(real_url: str) -> None:
+    store = open_store(_with(real_url, "ttl=0.3"))
+    assert isinstance(store, RedisStore)
+    try:
+        done = store.save(Checkpoint(task_id="done", status="completed", messages=[_msg(0)]))
+        store.save(Checkpoint(task_id="live", messages=[_msg(0)]))
+        _, _, index = store.raw_keys("done")
+        time.sleep(0.6)
+        assert store.client.sismember(index, "done")  # expiry leaves the index entry
+        assert store.load("done") is None  # absent, not reported as damage
+        assert [s.task_id for s in store.list_checkpoints()] == ["live"]
+        assert not store.client.sismember(index, "done")
+        assert store.client.sismember(index, "live")
+        with pytest.raises(ConflictError) as caught:
+            store.save(done)
+        assert caught.value.actual is None
+        again = store.save(Checkpoint(task_id="done", goal="again"))
+        loaded = store.load("done")
+        assert loaded is not None and loaded.version == again.version == 1 and loaded.messages == []
+        assert [s.task_id for s in store.list_checkpoints()] == ["done", "live"]
+    finally:
+        store.close()
+        purge_namespace(real_url)
+
+
+def test_pruning_keeps_the_entry_of_a_task_that_exists(fake_client: Any) -> None:
+    store = RedisStore(fake_client, key_prefix="unit:", ttl=60)
+    store.save(Checkpoint(task_id="back", status="completed"))
+    # A listing saw "back" gone, then a save created it again before the pruning ran.
+    store._prune(["back", "never"])
+    assert fake_client.sismember(store.raw_keys("back")[2], "back")
+    assert [s.task_id for s in store.list_checkpoints()] == ["back"]

@@ -18,6 +18,7 @@ from stores import (
     Checkpoint,
     ConflictError,
     CorruptCheckpointError,
+    InvalidStoreURLError,
     StoreUnavailableError,
     open_store,
 )
@@ -361,6 +362,28 @@ def test_listing_filters_and_prefixes_isolate(store: S3Store, s3_endpoint: str) 
 def test_info_reports_durable_and_incremental(store: S3Store) -> None:
     info = store.info()
     assert (info.backend, info.durable, info.incremental) == ("s3", True, True)
+    assert info.ttl is None
+
+
+@pytest.mark.parametrize("ttl", ["7d", "3600", "soon"])
+def test_ttl_is_refused_explaining_how_to_remove_finished_checkpoints(ttl: str) -> None:
+    # Refused from the URL alone: no server answers on this port.
+    url = f"s3://{BUCKET}/x?endpoint_url=http://127.0.0.1:{free_port()}&ttl={ttl}"
+    with pytest.raises(InvalidStoreURLError) as caught:
+        open_store(url)
+    message = str(caught.value)
+    assert "do not support ttl" in message
+    assert "until they are deleted" in message
+    assert "lifecycle rule" in message
+    assert "list_checkpoints(status='completed')" in message
+
+
+def test_other_query_parameters_are_still_ignored(store_url: str) -> None:
+    opened = open_store(f"{store_url}&unknown=1")
+    try:
+        assert opened.info().ttl is None
+    finally:
+        opened.close()
 
 
 # -- errors ---------------------------------------------------------------------------------
