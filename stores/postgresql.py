@@ -17,6 +17,11 @@ data-modifying CTE): one round trip, one transaction. Anything else (a new task,
 changed prefix, a history this store has not seen) is a short transaction that
 compare-and-sets the version and rewrites the history.
 
+With ``ttl`` (:mod:`stores.retention`) the same statements carry one more condition,
+``updated_at`` against a cutoff from this client's clock (never the server's): an expired
+checkpoint is hidden at once, a load or save that touches it deletes its rows in the same
+statement or transaction, and :meth:`PostgresStore.sweep_expired` deletes all of them.
+
 psycopg is imported lazily, so ``import stores`` works without it.
 
 >>> store = PostgresStore.from_url("postgresql://postgres@127.0.0.1:5432/test")  # doctest: +SKIP
@@ -26,9 +31,10 @@ psycopg is imported lazily, so ``import stores`` works without it.
 
 from __future__ import annotations
 
+import datetime as _dt
 import re
 import select
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
@@ -44,6 +50,7 @@ from .errors import (
 )
 from .incremental import PrefixTracker, WritePlan
 from .protocol import StoreInfo, metadata_matches
+from .retention import EXPIRING_STATUSES, cutoff, parse_ttl
 from .url import query_params, redact_url
 
 if TYPE_CHECKING:
@@ -56,7 +63,14 @@ __all__ = ["PostgresStore"]
 _IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]*$")
 
 #: Query parameters this store reads; every other one goes to libpq (sslmode, ...).
-_OWN_PARAMS = ("table_prefix", "schema", "pool_min_size", "pool_max_size", "pool_timeout")
+_OWN_PARAMS = (
+    "table_prefix",
+    "schema",
+    "pool_min_size",
+    "pool_max_size",
+    "pool_timeout",
+    "ttl",
+)
 
 
 def _import_driver() -> tuple[Any, Any, Any]:
@@ -85,6 +99,8 @@ class PostgresStore:
 
     ``conninfo`` is a libpq URL or key/value string. ``connect_timeout`` bounds how long
     an unreachable server can hold up :meth:`from_url` (and each new connection).
+    ``ttl`` (seconds or a duration such as ``"7d"``) forgets finished checkpoints that
+    long after their last save (:mod:`stores.retention`).
 
     >>> store = PostgresStore(  # doctest: +SKIP
     ...     "postgresql://app@db.internal:5432/agents", table_prefix="agentckpt_"
@@ -102,7 +118,10 @@ class PostgresStore:
         connect_timeout: float = 5.0,
         pool_timeout: float = 10.0,
         url: str | None = None,
+        ttl: float | str | None = None,
     ) -> None:
+        #: Seconds after their last save that finished checkpoints expire (None: never).
+        self.ttl = parse_ttl(ttl)
         psycopg_mod, sql_mod, pool_cls = _import_driver()
         self._psycopg = psycopg_mod
         self._sql = sql_mod
@@ -148,7 +167,8 @@ class PostgresStore:
         """``postgresql://user:password@host:5432/dbname?table_prefix=agentckpt_&schema=public``.
 
         Also ``pool_min_size``, ``pool_max_size``, ``pool_timeout`` (seconds to wait for a
-        free connection) and ``connect_timeout`` (seconds, passed to libpq too); any other
+        free connection), ``connect_timeout`` (seconds, passed to libpq too) and ``ttl``
+        (seconds or a duration such as ``7d``; see :mod:`stores.retention`); any other
         parameter (``sslmode`` ...) goes to libpq as it is.
         """
         _import_driver()
@@ -168,6 +188,10 @@ class PostgresStore:
                 f"PostgreSQL URL {redact_url(url)!r}: a pool or timeout parameter is not a number "
                 f"({exc})"
             ) from None
+        try:
+            ttl = parse_ttl(own.get("ttl"))
+        except ValueError as exc:
+            raise InvalidStoreURLError(f"PostgreSQL URL {redact_url(url)!r}: {exc}") from None
         conninfo = urlunsplit(parts._replace(scheme="postgresql", query=urlencode(params)))
         return cls(
             conninfo,
@@ -178,6 +202,7 @@ class PostgresStore:
             connect_timeout=connect_timeout,
             pool_timeout=pool_timeout,
             url=url,
+            ttl=ttl,
         )
 
     # -- plumbing ----------------------------------------------------------------------
@@ -258,7 +283,14 @@ class PostgresStore:
         with self._connection("load") as conn:
             # One statement, one snapshot: the head and the messages always match.
             cur = conn.cursor(binary=True)
-            row = cur.execute(self._queries.load, (task_id,)).fetchone()
+            if self.ttl is None:
+                row = cur.execute(self._queries.load, (task_id,)).fetchone()
+            else:
+                # Also deletes the task's rows if it has expired (then no row comes back).
+                limit = _cutoff(self.ttl, utcnow())
+                row = cur.execute(
+                    self._queries.load_live, (task_id, limit, task_id, limit)
+                ).fetchone()
         if row is None:
             return None
         version, lineage, head, count, indexes, raw_bodies = row
@@ -289,19 +321,19 @@ class PostgresStore:
         metadata = _jsonb_or_none(saved.metadata)
         row = (saved.status, metadata, head, saved.created_at, saved.updated_at)
         q = self._queries
+        # With a ttl, the saves' conditions exclude what expired at this save's clock.
+        limit = None if self.ttl is None else _cutoff(self.ttl, saved.updated_at)
         try:
             with self._connection("save") as conn:
                 if checkpoint.version > 0 and not plan.rewrite:
+                    where = (task_id, checkpoint.version, plan.lineage, plan.start)
                     cur = conn.execute(
-                        q.append,
+                        q.append if limit is None else q.append_live,
                         (
                             new_version,
                             *row,
                             plan.total,
-                            task_id,
-                            checkpoint.version,
-                            plan.lineage,
-                            plan.start,
+                            *(where if limit is None else (*where, limit)),
                             task_id,
                             list(range(plan.start, plan.total)),
                             plan.encoded,
@@ -315,7 +347,7 @@ class PostgresStore:
                         return saved
                     # The stored history is not the one this store knows: rewrite below,
                     # where the version is checked again.
-                plan = self._rewrite(conn, checkpoint, plan, new_version, row)
+                plan = self._rewrite(conn, checkpoint, plan, new_version, row, limit)
         except BaseException:
             self._tracker.forget(task_id)
             raise
@@ -330,35 +362,48 @@ class PostgresStore:
         plan: WritePlan,
         new_version: int,
         row: tuple[Any, ...],
+        limit: _dt.datetime | None,
     ) -> WritePlan:
         task_id = checkpoint.task_id
         q = self._queries
         encoded = plan.encoded if plan.rewrite else encode_messages(checkpoint.messages)
         with conn.transaction():
             if checkpoint.version == 0:
-                created = conn.execute(
-                    q.create, (task_id, new_version, plan.lineage, *row, len(encoded))
+                # With a ttl, an expired checkpoint is replaced as if it were absent.
+                values = (task_id, new_version, plan.lineage, *row, len(encoded))
+                claimed = conn.execute(
+                    q.create if limit is None else q.create_or_revive,
+                    values if limit is None else (*values, limit),
                 ).fetchone()
-                if created is None:
-                    raise ConflictError(task_id, 0, self._stored_version(conn, task_id))
-                lineage = plan.lineage
             else:
-                updated = conn.execute(
-                    q.update_head,
-                    (new_version, *row, len(encoded), task_id, checkpoint.version),
+                values = (new_version, *row, len(encoded), task_id, checkpoint.version)
+                claimed = conn.execute(
+                    q.update_head if limit is None else q.update_head_live,
+                    values if limit is None else (*values, limit),
                 ).fetchone()
-                if updated is None:
-                    raise ConflictError(
-                        task_id, checkpoint.version, self._stored_version(conn, task_id)
-                    )
-                lineage = str(updated[0])
-            conn.execute(q.delete_messages, (task_id,))
-            if encoded:
-                conn.execute(q.insert_messages, (task_id, list(range(len(encoded))), encoded))
-        return WritePlan(True, 0, encoded, lineage)
+            if claimed is None:
+                # A conflict, raised once the transaction ends: it wrote nothing, unless the
+                # version query (with a ttl) deleted an expired checkpoint, which must stay
+                # deleted.
+                actual = self._stored_version(conn, task_id, limit)
+            else:
+                conn.execute(q.delete_messages, (task_id,))
+                if encoded:
+                    conn.execute(q.insert_messages, (task_id, list(range(len(encoded))), encoded))
+        if claimed is None:
+            raise ConflictError(task_id, checkpoint.version, actual)
+        # The stored lineage: a new record's is plan.lineage, given back by RETURNING.
+        return WritePlan(True, 0, encoded, str(claimed[0]))
 
-    def _stored_version(self, conn: psycopg.Connection[Any], task_id: str) -> int | None:
-        found = conn.execute(self._queries.version, (task_id,)).fetchone()
+    def _stored_version(
+        self, conn: psycopg.Connection[Any], task_id: str, limit: _dt.datetime | None
+    ) -> int | None:
+        """The stored version (for a conflict); with a ttl, also deletes an expired task."""
+        q = self._queries
+        if limit is None:
+            found = conn.execute(q.version, (task_id,)).fetchone()
+        else:
+            found = conn.execute(q.live_version, (task_id, limit, task_id, limit)).fetchone()
         return None if found is None else int(found[0])
 
     def delete(self, task_id: str) -> None:
@@ -382,6 +427,9 @@ class PostgresStore:
         if status is not None:
             conditions.append(sql_mod.SQL("status = %s"))
             args.append(status)
+        if self.ttl is not None:
+            conditions.append(self._queries.not_expired)
+            args.append(_cutoff(self.ttl, utcnow()))
         wanted = _jsonb_or_none(dict(metadata)) if metadata else None
         if wanted is not None:
             # @> is containment, wider than the equality rule: it narrows the rows in
@@ -405,13 +453,33 @@ class PostgresStore:
         return result
 
     def info(self) -> StoreInfo:
+        notes = [f"tables {self.schema}.{self.table_prefix}*"]
+        if self.ttl is not None:
+            notes.append(f"finished checkpoints expire {self.ttl:g} s after their last save")
         return StoreInfo(
             backend="postgresql",
             url=self.url,
             durable=True,
             incremental=True,
-            notes=(f"tables {self.schema}.{self.table_prefix}*",),
+            notes=tuple(notes),
+            ttl=self.ttl,
         )
+
+    def sweep_expired(self) -> int:
+        """Delete every expired checkpoint with its messages; how many were deleted.
+
+        Expired checkpoints are already invisible (and deleted when a load or save touches
+        them); this reclaims the space of the rest, e.g. from a periodic job. Without a
+        ``ttl`` nothing expires and it returns 0.
+
+        >>> store.sweep_expired()  # doctest: +SKIP
+        3
+        """
+        if self.ttl is None:
+            return 0
+        with self._connection("sweep expired") as conn:
+            row = conn.execute(self._queries.sweep, (_cutoff(self.ttl, utcnow()),)).fetchone()
+        return 0 if row is None else int(row[0])
 
     def close(self) -> None:
         self._pool.close()
@@ -429,6 +497,14 @@ class PostgresStore:
                     )
                 )
         self._tracker = PrefixTracker()
+
+
+def _cutoff(ttl: float, now: _dt.datetime) -> _dt.datetime:
+    """:func:`stores.retention.cutoff`; a ttl longer than the calendar expires nothing."""
+    try:
+        return cutoff(ttl, now)
+    except OverflowError:
+        return _dt.datetime.min.replace(tzinfo=_dt.timezone.utc)
 
 
 def _jsonb_or_none(value: Mapping[str, Any]) -> str | None:
@@ -562,3 +638,69 @@ class _Queries:
             " FROM {cp} c WHERE c.task_id = %s"
         )
         self.list_base = q("SELECT task_id, version, head FROM {cp}")
+        self._retention(sql_mod, q, head_columns)
+
+    def _retention(self, sql_mod: Any, q: Callable[..., sql.Composed], head_columns: str) -> None:
+        """The statements of a store with a ttl: the ones above, minus what expired.
+
+        Each takes the cutoff (``updated_at`` before which a finished checkpoint has
+        expired) as a parameter: the client's clock, as for ``updated_at`` itself.
+        """
+        statuses = sql_mod.SQL(", ").join(sql_mod.Literal(s) for s in sorted(EXPIRING_STATUSES))
+        expired = sql_mod.SQL("(status IN ({}) AND updated_at < %s)").format(statuses)
+        expired_c = sql_mod.SQL("(c.status IN ({}) AND c.updated_at < %s)").format(statuses)
+        #: A listing condition: the row has not expired.
+        self.not_expired: sql.Composed = sql_mod.SQL("NOT {}").format(expired)
+        # Deletes the task's rows if it expired, in the statement that reads it.
+        drop_task = (
+            "WITH gone AS (DELETE FROM {cp} WHERE task_id = %s AND {expired} RETURNING task_id),"
+            " gone_messages AS (DELETE FROM {msg} WHERE task_id IN (SELECT task_id FROM gone))"
+        )
+        self.append_live = q(
+            "WITH updated AS ("
+            " UPDATE {cp} SET version = %s, " + head_columns + ", message_count = %s"
+            " WHERE task_id = %s AND version = %s AND lineage = %s AND message_count = %s"
+            " AND NOT {expired}"
+            " RETURNING task_id),"
+            " inserted AS ("
+            " INSERT INTO {msg} (task_id, idx, body)"
+            " SELECT %s, m.idx, m.body FROM updated,"
+            " unnest(%s::integer[], %s::bytea[]) AS m(idx, body))"
+            " SELECT count(*) FROM updated",
+            expired=expired,
+        )
+        self.create_or_revive = q(
+            "INSERT INTO {cp} AS c (task_id, version, lineage, status, metadata, head,"
+            " created_at, updated_at, message_count)"
+            " VALUES (%s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s)"
+            " ON CONFLICT (task_id) DO UPDATE SET version = EXCLUDED.version,"
+            " lineage = EXCLUDED.lineage, status = EXCLUDED.status,"
+            " metadata = EXCLUDED.metadata, head = EXCLUDED.head,"
+            " created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at,"
+            " message_count = EXCLUDED.message_count"
+            " WHERE {expired_c} RETURNING c.lineage",
+            expired_c=expired_c,
+        )
+        self.update_head_live = q(
+            "UPDATE {cp} SET version = %s, " + head_columns + ", message_count = %s"
+            " WHERE task_id = %s AND version = %s AND NOT {expired} RETURNING lineage",
+            expired=expired,
+        )
+        self.live_version = q(
+            drop_task + " SELECT version FROM {cp} WHERE task_id = %s AND NOT {expired}",
+            expired=expired,
+        )
+        self.load_live = q(
+            drop_task + " SELECT c.version, c.lineage, c.head, c.message_count,"
+            " ARRAY(SELECT m.idx FROM {msg} m WHERE m.task_id = c.task_id ORDER BY m.idx),"
+            " ARRAY(SELECT m.body FROM {msg} m WHERE m.task_id = c.task_id ORDER BY m.idx)"
+            " FROM {cp} c WHERE c.task_id = %s AND NOT {expired_c}",
+            expired=expired,
+            expired_c=expired_c,
+        )
+        self.sweep = q(
+            "WITH gone AS (DELETE FROM {cp} WHERE {expired} RETURNING task_id),"
+            " gone_messages AS (DELETE FROM {msg} WHERE task_id IN (SELECT task_id FROM gone))"
+            " SELECT count(*) FROM gone",
+            expired=expired,
+        )

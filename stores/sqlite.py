@@ -10,6 +10,12 @@ checks the version: readers see the old checkpoint or the new one, never a mix.
 Several threads share a store (each thread gets its own connection) and several
 processes share a file (SQLite's locks plus ``busy_timeout``).
 
+With ``ttl`` (:mod:`stores.retention`) the queries that read a head also compare its
+``updated_at`` with a cutoff from this client's clock: an expired checkpoint is hidden at
+once and its rows are deleted when a load or save touches it; :meth:`SQLiteStore.sweep_expired`
+deletes all of them. ``updated_at`` is ISO text with microseconds always written, so that
+text order is time order.
+
 >>> import tempfile, pathlib
 >>> from stores import Checkpoint
 >>> path = pathlib.Path(tempfile.mkdtemp()) / "checkpoints.db"
@@ -21,6 +27,7 @@ processes share a file (SQLite's locks plus ``busy_timeout``).
 
 from __future__ import annotations
 
+import datetime as _dt
 import os
 import sqlite3
 import threading
@@ -40,6 +47,7 @@ from .errors import (
 )
 from .incremental import PrefixTracker, WritePlan
 from .protocol import StoreInfo, metadata_matches
+from .retention import EXPIRING_STATUSES, cutoff, parse_ttl
 from .url import query_params
 
 __all__ = ["SQLiteStore"]
@@ -77,6 +85,32 @@ CREATE TABLE IF NOT EXISTS messages (
 
 _SYNCHRONOUS = ("off", "normal", "full", "extra")
 
+#: True for a head row that has expired; its one parameter is the cutoff (ISO text).
+_EXPIRED = "(status IN ({}) AND updated_at < ?)".format(
+    ", ".join("'" + status.replace("'", "''") + "'" for status in sorted(EXPIRING_STATUSES))
+)
+_SELECT_FOR_SAVE = "SELECT version, lineage, message_count FROM checkpoints WHERE task_id = ?"
+_SELECT_FOR_SAVE_TTL = (
+    f"SELECT version, lineage, message_count, {_EXPIRED} FROM checkpoints WHERE task_id = ?"
+)
+_SELECT_FOR_LOAD = "SELECT version, lineage, head, message_count FROM checkpoints WHERE task_id = ?"
+_SELECT_FOR_LOAD_TTL = (
+    f"SELECT version, lineage, head, message_count, {_EXPIRED} FROM checkpoints WHERE task_id = ?"
+)
+
+
+def _iso(moment: _dt.datetime) -> str:
+    """``moment`` as ISO text that sorts as time does (microseconds always written)."""
+    return moment.isoformat(timespec="microseconds")
+
+
+def _cutoff(ttl: float, now: _dt.datetime) -> _dt.datetime:
+    """:func:`stores.retention.cutoff`; a ttl longer than the calendar expires nothing."""
+    try:
+        return cutoff(ttl, now)
+    except OverflowError:
+        return _dt.datetime.min.replace(tzinfo=_dt.timezone.utc)
+
 
 class SQLiteStore:
     """A :class:`~stores.CheckpointStore` in one SQLite file.
@@ -84,7 +118,9 @@ class SQLiteStore:
     ``busy_timeout_ms`` is how long a writer waits for another process's write lock
     before the save fails with :class:`~stores.StoreUnavailableError`. ``synchronous``
     is SQLite's setting: ``full`` (the default) makes every acknowledged save survive a
-    power loss; ``normal`` survives process crashes only and is faster.
+    power loss; ``normal`` survives process crashes only and is faster. ``ttl`` (seconds
+    or a duration such as ``"7d"``) forgets finished checkpoints that long after their
+    last save (:mod:`stores.retention`).
 
     >>> store = SQLiteStore.from_url("sqlite:///.agentckpt/checkpoints.db")  # doctest: +SKIP
     """
@@ -96,6 +132,7 @@ class SQLiteStore:
         busy_timeout_ms: int = 10_000,
         synchronous: str = "full",
         url: str | None = None,
+        ttl: float | str | None = None,
     ) -> None:
         if synchronous.lower() not in _SYNCHRONOUS:
             raise ValueError(
@@ -103,6 +140,8 @@ class SQLiteStore:
             )
         if busy_timeout_ms < 0:
             raise ValueError(f"busy_timeout_ms must be >= 0, not {busy_timeout_ms}")
+        #: Seconds after their last save that finished checkpoints expire (None: never).
+        self.ttl = parse_ttl(ttl)
         self.path = Path(path)
         self.url = url or f"sqlite:///{self.path}"
         self._busy_timeout_ms = int(busy_timeout_ms)
@@ -126,8 +165,9 @@ class SQLiteStore:
     def from_url(cls, url: str) -> SQLiteStore:
         """``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db``.
 
-        Query parameters: ``busy_timeout`` (milliseconds, default 10000) and
-        ``synchronous`` (``full``, the default, or ``normal``).
+        Query parameters: ``busy_timeout`` (milliseconds, default 10000),
+        ``synchronous`` (``full``, the default, or ``normal``) and ``ttl`` (seconds or a
+        duration such as ``7d``; see :mod:`stores.retention`).
         """
         parts = urlsplit(url)
         if parts.netloc:
@@ -144,11 +184,11 @@ class SQLiteStore:
                 "sqlite:////absolute/path.db (use memory:// for an in-process store)"
             )
         params = query_params(parts)
-        unknown = sorted(set(params) - {"busy_timeout", "synchronous"})
+        unknown = sorted(set(params) - {"busy_timeout", "synchronous", "ttl"})
         if unknown:
             raise InvalidStoreURLError(
                 f"SQLite URL {url!r}: unknown parameter(s) {', '.join(unknown)}; "
-                "supported: busy_timeout, synchronous"
+                "supported: busy_timeout, synchronous, ttl"
             )
         try:
             busy = int(params.get("busy_timeout", "10000"))
@@ -161,7 +201,11 @@ class SQLiteStore:
             raise InvalidStoreURLError(
                 f"SQLite URL {url!r}: synchronous must be one of {', '.join(_SYNCHRONOUS)}"
             )
-        return cls(path, busy_timeout_ms=busy, synchronous=sync, url=url)
+        try:
+            ttl = parse_ttl(params.get("ttl"))
+        except ValueError as exc:
+            raise InvalidStoreURLError(f"SQLite URL {url!r}: {exc}") from None
+        return cls(path, busy_timeout_ms=busy, synchronous=sync, url=url, ttl=ttl)
 
     # -- connections -------------------------------------------------------------------
 
@@ -242,25 +286,35 @@ class SQLiteStore:
     # -- the store protocol -------------------------------------------------------------
 
     def load(self, task_id: str) -> Checkpoint | None:
+        limit = None if self.ttl is None else _iso(_cutoff(self.ttl, utcnow()))
         try:
             # One read transaction: the head and the messages come from the same snapshot.
             with self._transaction("BEGIN") as conn:
-                row = conn.execute(
-                    "SELECT version, lineage, head, message_count FROM checkpoints"
-                    " WHERE task_id = ?",
-                    (task_id,),
-                ).fetchone()
+                if limit is None:
+                    row = conn.execute(_SELECT_FOR_LOAD, (task_id,)).fetchone()
+                else:
+                    row = conn.execute(_SELECT_FOR_LOAD_TTL, (limit, task_id)).fetchone()
                 if row is None:
                     return None
-                rows = conn.execute(
-                    "SELECT idx, body FROM messages WHERE task_id = ? ORDER BY idx", (task_id,)
-                ).fetchall()
+                if limit is None or not row[4]:
+                    rows = conn.execute(
+                        "SELECT idx, body FROM messages WHERE task_id = ? ORDER BY idx",
+                        (task_id,),
+                    ).fetchall()
+            if limit is not None and row[4]:
+                # Expired: gone for the caller now. Its rows go too unless a save renewed
+                # it since this snapshot (the condition is checked again); that is only
+                # housekeeping, which sweep_expired or the next touch does if this fails.
+                self._tracker.forget(task_id)
+                with suppress(sqlite3.Error, StoreUnavailableError), self._transaction() as conn:
+                    _delete_expired(conn, task_id, limit)
+                return None
         except sqlite3.OperationalError as exc:
             raise self._unavailable(str(exc)) from None
         except sqlite3.DatabaseError as exc:
             # The file itself is damaged: that is corruption, never "no checkpoint".
             raise CorruptCheckpointError(task_id, f"the database file is damaged ({exc})") from None
-        version, lineage, head, count = row
+        version, lineage, head, count = row[:4]
         if (
             not isinstance(version, int)
             or not isinstance(count, int)
@@ -298,71 +352,31 @@ class SQLiteStore:
         new_version = checkpoint.version + 1
         saved = checkpoint.model_copy(update={"version": new_version, "updated_at": utcnow()})
         head = encode_head(saved)
-        metadata = dumps(saved.metadata)
-        created = saved.created_at.isoformat()
-        updated = saved.updated_at.isoformat()
+        values = (
+            saved.status,
+            dumps(saved.metadata),
+            head,
+            _iso(saved.created_at),
+            _iso(saved.updated_at),
+        )
+        conflict: ConflictError | None = None
         try:
             with self._transaction() as conn:
-                row = conn.execute(
-                    "SELECT version, lineage, message_count FROM checkpoints WHERE task_id = ?",
-                    (task_id,),
-                ).fetchone()
-                actual = None if row is None else int(row[0])
-                if (actual or 0) != checkpoint.version:
-                    raise ConflictError(task_id, checkpoint.version, actual)
-                if row is None:
-                    # A record is created with a fresh lineage; stray rows cannot exist
-                    # (deletes remove both tables in one transaction) but cost nothing to clear.
-                    conn.execute("DELETE FROM messages WHERE task_id = ?", (task_id,))
-                    if not plan.rewrite:  # a stale tracker; a new record is always whole
-                        plan = WritePlan(
-                            True, 0, encode_messages(checkpoint.messages), plan.lineage
-                        )
-                    conn.execute(
-                        "INSERT INTO checkpoints (task_id, version, lineage, status, metadata,"
-                        " head, message_count, created_at, updated_at)"
-                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        (
-                            task_id,
-                            new_version,
-                            plan.lineage,
-                            saved.status,
-                            metadata,
-                            head,
-                            plan.total,
-                            created,
-                            updated,
-                        ),
-                    )
+                if self.ttl is None:
+                    row, expired = conn.execute(_SELECT_FOR_SAVE, (task_id,)).fetchone(), False
                 else:
-                    stored_lineage, stored_count = str(row[1]), int(row[2])
-                    if plan.rewrite or stored_lineage != plan.lineage or stored_count != plan.start:
-                        # The tracker's snapshot is not what is stored: rewrite the history.
-                        plan = WritePlan(
-                            True,
-                            0,
-                            plan.encoded if plan.rewrite else encode_messages(checkpoint.messages),
-                            stored_lineage,
-                        )
-                        conn.execute("DELETE FROM messages WHERE task_id = ?", (task_id,))
-                    conn.execute(
-                        "UPDATE checkpoints SET version = ?, status = ?, metadata = ?, head = ?,"
-                        " message_count = ?, created_at = ?, updated_at = ? WHERE task_id = ?",
-                        (
-                            new_version,
-                            saved.status,
-                            metadata,
-                            head,
-                            plan.total,
-                            created,
-                            updated,
-                            task_id,
-                        ),
-                    )
-                conn.executemany(
-                    "INSERT INTO messages (task_id, idx, body) VALUES (?, ?, ?)",
-                    [(task_id, plan.start + i, body) for i, body in enumerate(plan.encoded)],
-                )
+                    limit = _iso(_cutoff(self.ttl, saved.updated_at))
+                    row, expired = self._live_row(conn, task_id, limit)
+                actual = None if row is None else int(row[0])
+                if (actual or 0) == checkpoint.version:
+                    plan = self._write(conn, checkpoint, plan, row, new_version, values)
+                elif expired:
+                    # Commit the deletion of the expired rows, then report the conflict.
+                    conflict = ConflictError(task_id, checkpoint.version, None)
+                else:
+                    raise ConflictError(task_id, checkpoint.version, actual)
+            if conflict is not None:
+                raise conflict
         except ConflictError:
             self._tracker.forget(task_id)
             raise
@@ -374,6 +388,74 @@ class SQLiteStore:
         self.bytes_written += len(head) + sum(len(raw) for raw in plan.encoded)
         self._tracker.saved(task_id, new_version, plan, checkpoint.messages)
         return saved
+
+    @staticmethod
+    def _live_row(conn: sqlite3.Connection, task_id: str, limit: str) -> tuple[Any, bool]:
+        """The head row a save checks (None if expired) and whether it had expired.
+
+        An expired checkpoint's rows are deleted here, in the save's transaction.
+        """
+        row = conn.execute(_SELECT_FOR_SAVE_TTL, (limit, task_id)).fetchone()
+        if row is None or not row[3]:
+            return row, False
+        _delete_expired(conn, task_id, limit)
+        return None, True
+
+    def _write(
+        self,
+        conn: sqlite3.Connection,
+        checkpoint: Checkpoint,
+        plan: WritePlan,
+        row: Any,
+        new_version: int,
+        values: tuple[str, bytes, bytes, str, str],
+    ) -> WritePlan:
+        """Write a save whose version matched ``row`` (None: a new record); the plan written."""
+        task_id = checkpoint.task_id
+        status, metadata, head, created, updated = values
+        if row is None:
+            # A record is created with a fresh lineage; stray rows cannot exist (deletes
+            # remove both tables in one transaction) but cost nothing to clear.
+            conn.execute("DELETE FROM messages WHERE task_id = ?", (task_id,))
+            if not plan.rewrite:  # a stale tracker; a new record is always whole
+                plan = WritePlan(True, 0, encode_messages(checkpoint.messages), plan.lineage)
+            conn.execute(
+                "INSERT INTO checkpoints (task_id, version, lineage, status, metadata,"
+                " head, message_count, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    task_id,
+                    new_version,
+                    plan.lineage,
+                    status,
+                    metadata,
+                    head,
+                    plan.total,
+                    created,
+                    updated,
+                ),
+            )
+        else:
+            stored_lineage, stored_count = str(row[1]), int(row[2])
+            if plan.rewrite or stored_lineage != plan.lineage or stored_count != plan.start:
+                # The tracker's snapshot is not what is stored: rewrite the history.
+                plan = WritePlan(
+                    True,
+                    0,
+                    plan.encoded if plan.rewrite else encode_messages(checkpoint.messages),
+                    stored_lineage,
+                )
+                conn.execute("DELETE FROM messages WHERE task_id = ?", (task_id,))
+            conn.execute(
+                "UPDATE checkpoints SET version = ?, status = ?, metadata = ?, head = ?,"
+                " message_count = ?, created_at = ?, updated_at = ? WHERE task_id = ?",
+                (new_version, status, metadata, head, plan.total, created, updated, task_id),
+            )
+        conn.executemany(
+            "INSERT INTO messages (task_id, idx, body) VALUES (?, ?, ?)",
+            [(task_id, plan.start + i, body) for i, body in enumerate(plan.encoded)],
+        )
+        return plan
 
     def delete(self, task_id: str) -> None:
         try:
@@ -392,10 +474,16 @@ class SQLiteStore:
         metadata: Mapping[str, Any] | None = None,
     ) -> list[CheckpointSummary]:
         query = "SELECT task_id, version, head FROM checkpoints"
-        args: tuple[Any, ...] = ()
+        conditions: list[str] = []
+        args: list[Any] = []
         if status is not None:
-            query += " WHERE status = ?"
-            args = (status,)
+            conditions.append("status = ?")
+            args.append(status)
+        if self.ttl is not None:
+            conditions.append(f"NOT {_EXPIRED}")
+            args.append(_iso(_cutoff(self.ttl, utcnow())))
+        if conditions:
+            query += " WHERE " + " AND ".join(conditions)
         query += " ORDER BY task_id"
         try:
             rows = self._connect().execute(query, args).fetchall()
@@ -416,9 +504,42 @@ class SQLiteStore:
         durable = self._synchronous in ("full", "extra")
         if not durable:
             notes.append("a power loss may drop the last saves (a process crash does not)")
+        if self.ttl is not None:
+            notes.append(f"finished checkpoints expire {self.ttl:g} s after their last save")
         return StoreInfo(
-            backend="sqlite", url=self.url, durable=durable, incremental=True, notes=tuple(notes)
+            backend="sqlite",
+            url=self.url,
+            durable=durable,
+            incremental=True,
+            notes=tuple(notes),
+            ttl=self.ttl,
         )
+
+    def sweep_expired(self) -> int:
+        """Delete every expired checkpoint with its messages; how many were deleted.
+
+        Expired checkpoints are already invisible (and deleted when a load or save touches
+        them); this reclaims the space of the rest, e.g. from a periodic job. Without a
+        ``ttl`` nothing expires and it returns 0.
+
+        >>> store.sweep_expired()  # doctest: +SKIP
+        3
+        """
+        if self.ttl is None:
+            return 0
+        limit = _iso(_cutoff(self.ttl, utcnow()))
+        try:
+            with self._transaction() as conn:
+                conn.execute(
+                    "DELETE FROM messages WHERE task_id IN"
+                    f" (SELECT task_id FROM checkpoints WHERE {_EXPIRED})",
+                    (limit,),
+                )
+                deleted = conn.execute(f"DELETE FROM checkpoints WHERE {_EXPIRED}", (limit,))
+                count = deleted.rowcount
+        except sqlite3.DatabaseError as exc:
+            raise self._unavailable(str(exc)) from None
+        return count
 
     def close(self) -> None:
         self._closed = True
@@ -427,6 +548,15 @@ class SQLiteStore:
         for conn in connections:
             with suppress(sqlite3.Error):
                 conn.close()
+
+
+def _delete_expired(conn: sqlite3.Connection, task_id: str, limit: str) -> None:
+    """Delete ``task_id``'s rows if it is (still) expired at the cutoff ``limit``."""
+    gone = conn.execute(
+        f"DELETE FROM checkpoints WHERE task_id = ? AND {_EXPIRED}", (task_id, limit)
+    )
+    if gone.rowcount:
+        conn.execute("DELETE FROM messages WHERE task_id = ?", (task_id,))
 
 
 def _rollback(conn: sqlite3.Connection) -> None:

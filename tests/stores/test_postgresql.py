@@ -3,6 +3,7 @@ servers, restarts and kills of a private server."""
 
 from __future__ import annotations
 
+import datetime as _dt
 import threading
 import time
 import uuid
@@ -11,8 +12,12 @@ from typing import Any
 
 import pytest
 
+import stores.postgresql
+from pytest_agentckpt.certify import Outcome, StoreFactory, certify
 from stores import (
     Checkpoint,
+    CheckpointStore,
+    ConflictError,
     CorruptCheckpointError,
     InvalidStoreURLError,
     StoreUnavailableError,
@@ -350,6 +355,248 @@ def test_a_failed_save_leaves_no_partial_rows(store: PostgresStore) -> None:
     again = store.load("t1")
     assert again is not None
     assert [m["content"] for m in again.messages] == ["m0", "m1", "m2", "m3"]
+
+
+# -- retention (ttl) -----------------------------------------------------------------------
+
+
+class _Clock:
+    """A settable ``utcnow`` for the store module: expiry without sleeping."""
+
+    def __init__(self) -> None:
+        self.now = _dt.datetime(2030, 1, 1, tzinfo=_dt.timezone.utc)
+
+    def __call__(self) -> _dt.datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += _dt.timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
+    fake = _Clock()
+    monkeypatch.setattr(stores.postgresql, "utcnow", fake)
+    return fake
+
+
+@pytest.fixture
+def ttl_store(pg_url: str) -> Iterator[PostgresStore]:
+    """A store with ttl=60 on the tables of ``pg_url`` (dropped by that fixture)."""
+    opened = PostgresStore.from_url(_with_params(pg_url, ttl="60"))
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+def _rows(store: PostgresStore, task_id: str) -> tuple[int, int]:
+    """How many head rows and message rows are stored for ``task_id``."""
+    tables = store.tables
+    with store._connect() as conn:
+        heads = conn.execute(
+            f"SELECT count(*) FROM {tables['checkpoints']} WHERE task_id = %s".encode(),
+            (task_id,),
+        ).fetchone()
+        messages = conn.execute(
+            f"SELECT count(*) FROM {tables['messages']} WHERE task_id = %s".encode(),
+            (task_id,),
+        ).fetchone()
+    assert heads is not None and messages is not None
+    return int(heads[0]), int(messages[0])
+
+
+def _tables_named(base_url: str, prefixes: list[str]) -> list[str]:
+    """The tables on the server whose names start with one of ``prefixes``."""
+    import psycopg
+
+    with psycopg.connect(base_url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_name LIKE ANY(%s)",
+            ([prefix.replace("_", "\\_") + "%" for prefix in prefixes],),
+        ).fetchall()
+    return [row[0] for row in rows]
+
+
+def test_the_ttl_contract_passes_with_a_ttl(agentckpt_postgres_url: str) -> None:
+    prefixes: list[str] = []
+
+    def make(namespace: str) -> CheckpointStore:
+        prefixes.append(f"{namespace}_")
+        return open_store(
+            _with_params(agentckpt_postgres_url, table_prefix=f"{namespace}_", ttl="1")
+        )
+
+    try:
+        report = certify(
+            StoreFactory("tests.stores.test_postgresql:ttl1", make),
+            only=["ttl"],
+            figures=False,
+            quick=True,
+        )
+        result = report.result("ttl")
+        assert result.outcome is Outcome.PASSED, f"{result.summary}\n{result.details}"
+        assert report.store_url.endswith("ttl=1")
+        assert prefixes and _tables_named(agentckpt_postgres_url, prefixes) == []
+    finally:
+        for prefix in prefixes:  # leave nothing behind even if the run failed half-way
+            cleanup = PostgresStore.from_url(
+                _with_params(agentckpt_postgres_url, table_prefix=prefix)
+            )
+            try:
+                cleanup.drop_tables()
+            finally:
+                cleanup.close()
+
+
+@pytest.mark.parametrize(("ttl", "seconds"), [("7d", 604800.0), ("3600", 3600.0), ("90m", 5400.0)])
+def test_ttl_in_the_url_is_applied_and_reported(pg_url: str, ttl: str, seconds: float) -> None:
+    store = open_store(_with_params(pg_url, ttl=ttl))
+    try:
+        assert isinstance(store, PostgresStore)
+        assert store.ttl == seconds
+        assert store.info().ttl == seconds
+        # Taken out of the URL, not handed to libpq (which refuses unknown options).
+        store.save(Checkpoint(task_id="t"))
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(
+    ("ttl", "message"),
+    [("soon", "ttl 'soon' is not a duration"), ("0", "positive duration"), ("-5", "ttl")],
+)
+def test_bad_ttl_in_the_url_is_refused_before_connecting(ttl: str, message: str) -> None:
+    url = f"postgresql://postgres@127.0.0.1:{free_port()}/test?ttl={ttl}"
+    with pytest.raises(InvalidStoreURLError, match=message):
+        open_store(url)
+
+
+@pytest.mark.parametrize("bad", ["soon", 0, -1.0, True])
+def test_bad_ttl_keyword_is_a_value_error(bad: Any) -> None:
+    with pytest.raises(ValueError, match="ttl"):
+        PostgresStore(f"postgresql://postgres@127.0.0.1:{free_port()}/test", ttl=bad)
+
+
+def test_an_expired_checkpoint_is_gone_and_deleted_when_touched(
+    ttl_store: PostgresStore, clock: _Clock
+) -> None:
+    old = [_user("old news")]
+    ttl_store.save(Checkpoint(task_id="loaded", status="completed", messages=old))
+    stale = ttl_store.save(Checkpoint(task_id="saved", status="failed", messages=old))
+    appended = ttl_store.save(Checkpoint(task_id="appended", status="completed", messages=old))
+    ttl_store.save(Checkpoint(task_id="created", status="completed", messages=old))
+    clock.advance(61)
+    # Hidden at once, deleted only when touched.
+    assert ttl_store.list_checkpoints() == []
+    assert ttl_store.list_checkpoints(status="completed") == []
+    assert _rows(ttl_store, "loaded") == (1, 1)
+    assert ttl_store.load("loaded") is None
+    assert _rows(ttl_store, "loaded") == (0, 0)
+    # A save expecting the old version conflicts with nothing, and deletes it: a rewrite
+    # and an append (the store knows that history) alike.
+    with pytest.raises(ConflictError) as raised:
+        ttl_store.save(stale.model_copy(update={"messages": [_user("other")]}))
+    assert (raised.value.expected, raised.value.actual) == (1, None)
+    assert _rows(ttl_store, "saved") == (0, 0)
+    appended.messages.append(_user("more"))
+    with pytest.raises(ConflictError) as raised:
+        ttl_store.save(appended)
+    assert (raised.value.expected, raised.value.actual) == (1, None)
+    assert _rows(ttl_store, "appended") == (0, 0)
+    # A save at version 0 creates it afresh: version 1, none of the old messages.
+    reborn = ttl_store.save(Checkpoint(task_id="created", goal="again"))
+    assert reborn.version == 1
+    assert _rows(ttl_store, "created") == (1, 0)
+    again = ttl_store.load("created")
+    assert again is not None
+    assert (again.version, again.goal, again.messages) == (1, "again", [])
+    # ... in a new lineage: the next append is checked against the new record.
+    again.messages.append(_user("new"))
+    assert ttl_store.save(again).version == 2
+    latest = ttl_store.load("created")
+    assert latest is not None and latest.messages == [_user("new")]
+
+
+def test_a_checkpoint_created_again_after_it_expired_never_mixes_histories(
+    ttl_store: PostgresStore, pg_url: str, clock: _Clock
+) -> None:
+    other = PostgresStore.from_url(_with_params(pg_url, ttl="60"))
+    try:
+        ttl_store.save(Checkpoint(task_id="t", status="completed", messages=[_user("old")]))
+        known = other.load("t")  # other remembers version 1 of this record and its history
+        assert known is not None
+        clock.advance(61)
+        ttl_store.save(Checkpoint(task_id="t", messages=[_user("new")]))  # version 1 again
+        # A new record, a new lineage: other's append must not land on the new history.
+        known.messages.append(_user("appended"))
+        other.save(known)
+        loaded = ttl_store.load("t")
+        assert loaded is not None
+        assert loaded.messages == [_user("old"), _user("appended")]
+    finally:
+        other.close()
+
+
+def test_the_ttl_counts_from_the_last_save_to_the_microsecond(
+    ttl_store: PostgresStore, clock: _Clock
+) -> None:
+    saved = ttl_store.save(Checkpoint(task_id="t", status="completed"))
+    clock.advance(50)
+    saved = ttl_store.save(saved.model_copy(update={"iteration": 1}))
+    clock.advance(60)  # exactly the ttl: updated_at equals the cutoff, not before it
+    loaded = ttl_store.load("t")
+    assert loaded is not None and loaded.iteration == 1
+    assert [s.task_id for s in ttl_store.list_checkpoints()] == ["t"]
+    clock.advance(0.000001)
+    assert ttl_store.list_checkpoints() == []
+    assert ttl_store.load("t") is None
+
+
+def test_sweep_expired_deletes_exactly_the_expired_finished_checkpoints(
+    ttl_store: PostgresStore, clock: _Clock
+) -> None:
+    two = [_user("a"), _user("b")]
+    for status in ("completed", "failed", "running"):
+        ttl_store.save(Checkpoint(task_id=status, status=status, messages=two))
+    clock.advance(30)
+    ttl_store.save(Checkpoint(task_id="recent", status="completed", messages=[_user("c")]))
+    clock.advance(31)  # the first three are 61 s old, "recent" 31 s
+    assert [_rows(ttl_store, t) for t in ("completed", "failed")] == [(1, 2), (1, 2)]
+    assert ttl_store.sweep_expired() == 2
+    assert [_rows(ttl_store, t) for t in ("completed", "failed")] == [(0, 0), (0, 0)]
+    assert _rows(ttl_store, "running") == (1, 2)
+    assert _rows(ttl_store, "recent") == (1, 1)
+    assert ttl_store.sweep_expired() == 0
+    running = ttl_store.load("running")
+    assert running is not None and running.messages == two
+    clock.advance(30)
+    assert ttl_store.sweep_expired() == 1
+    assert _rows(ttl_store, "recent") == (0, 0)
+    assert [s.task_id for s in ttl_store.list_checkpoints()] == ["running"]
+
+
+@pytest.mark.parametrize(
+    ("ttl", "seconds"), [(None, None), ("99999999999w", 99999999999 * 604800.0)]
+)
+def test_without_a_ttl_nothing_expires(
+    pg_url: str, clock: _Clock, ttl: str | None, seconds: float | None
+) -> None:
+    # No ttl, or one longer than the calendar goes back.
+    store = PostgresStore.from_url(pg_url if ttl is None else _with_params(pg_url, ttl=ttl))
+    try:
+        assert store.info().ttl == seconds
+        done = store.save(Checkpoint(task_id="done", status="completed", messages=[_user("kept")]))
+        clock.advance(200 * 365 * 86400)
+        loaded = store.load("done")
+        assert loaded is not None and loaded.messages == done.messages
+        assert [s.task_id for s in store.list_checkpoints(status="completed")] == ["done"]
+        assert store.sweep_expired() == 0
+        loaded.messages.append(_user("more"))
+        assert store.save(loaded).version == 2
+        assert _rows(store, "done") == (1, 2)
+    finally:
+        store.close()
 
 
 # -- a private server: restarts and kills ------------------------------------------------

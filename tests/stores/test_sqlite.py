@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import datetime as _dt
 import multiprocessing
 import os
 import sqlite3
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import stores.sqlite
+from pytest_agentckpt.certify import Outcome, StoreFactory, certify
 from stores import (
     Checkpoint,
+    CheckpointStore,
     ConflictError,
     CorruptCheckpointError,
     InvalidStoreURLError,
@@ -357,3 +362,220 @@ def test_new_files_use_small_pages_to_write_fewer_bytes(tmp_path: Path) -> None:
         assert conn.execute("PRAGMA page_size").fetchone() == (1024,)
     finally:
         conn.close()
+
+
+# -- retention (ttl) -----------------------------------------------------------------------
+
+
+class _Clock:
+    """A settable ``utcnow`` for the store module: expiry without sleeping."""
+
+    def __init__(self) -> None:
+        # A whole second, whose isoformat() would leave out the microseconds.
+        self.now = _dt.datetime(2030, 1, 1, tzinfo=_dt.timezone.utc)
+
+    def __call__(self) -> _dt.datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += _dt.timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
+    fake = _Clock()
+    monkeypatch.setattr(stores.sqlite, "utcnow", fake)
+    return fake
+
+
+@pytest.fixture
+def ttl_store(db_path: Path) -> Iterator[SQLiteStore]:
+    opened = SQLiteStore(db_path, ttl=60)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+def _rows(path: Path, task_id: str) -> tuple[int, int]:
+    """How many head rows and message rows are stored for ``task_id``."""
+    with closing(_raw(path)) as raw:
+        (heads,) = raw.execute(
+            "SELECT count(*) FROM checkpoints WHERE task_id = ?", (task_id,)
+        ).fetchone()
+        (messages,) = raw.execute(
+            "SELECT count(*) FROM messages WHERE task_id = ?", (task_id,)
+        ).fetchone()
+    return heads, messages
+
+
+def test_the_ttl_contract_passes_with_a_ttl(tmp_path: Path) -> None:
+    def make(namespace: str) -> CheckpointStore:
+        return SQLiteStore(tmp_path / f"{namespace}.db", ttl=1)
+
+    report = certify(
+        StoreFactory("tests.stores.test_sqlite:ttl1", make), only=["ttl"], figures=False, quick=True
+    )
+    result = report.result("ttl")
+    assert result.outcome is Outcome.PASSED, f"{result.summary}\n{result.details}"
+    # The run purged its files (nothing is left even in this test's own directory).
+    assert list(tmp_path.glob("*.db*")) == []
+
+
+@pytest.mark.parametrize(
+    ("query", "seconds"),
+    [("ttl=7d", 604800.0), ("ttl=3600", 3600.0), ("synchronous=normal&ttl=90m", 5400.0)],
+)
+def test_ttl_in_the_url_is_applied_and_reported(db_path: Path, query: str, seconds: float) -> None:
+    store = open_store(f"sqlite:///{db_path}?{query}")
+    try:
+        assert isinstance(store, SQLiteStore)
+        assert store.ttl == seconds
+        assert store.info().ttl == seconds
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("ttl=soon", "ttl 'soon' is not a duration"),
+        ("ttl=0", "positive duration"),
+        ("ttl=-5", "ttl"),
+    ],
+)
+def test_bad_ttl_in_the_url_is_refused(db_path: Path, query: str, message: str) -> None:
+    with pytest.raises(InvalidStoreURLError, match=message):
+        open_store(f"sqlite:///{db_path}?{query}")
+    assert not db_path.exists()  # refused before the file was made
+
+
+@pytest.mark.parametrize("bad", ["soon", 0, -1.0, True])
+def test_bad_ttl_keyword_is_a_value_error(db_path: Path, bad: Any) -> None:
+    with pytest.raises(ValueError, match="ttl"):
+        SQLiteStore(db_path, ttl=bad)
+
+
+def test_an_expired_checkpoint_is_gone_and_deleted_when_touched(
+    ttl_store: SQLiteStore, db_path: Path, clock: _Clock
+) -> None:
+    old = [_user("old news")]
+    ttl_store.save(Checkpoint(task_id="loaded", status="completed", messages=old))
+    stale = ttl_store.save(Checkpoint(task_id="saved", status="failed", messages=old))
+    ttl_store.save(Checkpoint(task_id="created", status="completed", messages=old))
+    clock.advance(61)
+    # Hidden at once, deleted only when touched.
+    assert ttl_store.list_checkpoints() == []
+    assert ttl_store.list_checkpoints(status="completed") == []
+    assert _rows(db_path, "loaded") == (1, 1)
+    assert ttl_store.load("loaded") is None
+    assert _rows(db_path, "loaded") == (0, 0)
+    # A save expecting the old version conflicts with nothing, and deletes it.
+    with pytest.raises(ConflictError) as raised:
+        ttl_store.save(stale)
+    assert (raised.value.expected, raised.value.actual) == (1, None)
+    assert _rows(db_path, "saved") == (0, 0)
+    # A save at version 0 creates it afresh: version 1, none of the old messages.
+    reborn = ttl_store.save(Checkpoint(task_id="created", goal="again"))
+    assert reborn.version == 1
+    assert _rows(db_path, "created") == (1, 0)
+    again = ttl_store.load("created")
+    assert again is not None
+    assert (again.version, again.goal, again.messages) == (1, "again", [])
+
+
+def test_a_checkpoint_created_again_after_it_expired_never_mixes_histories(
+    ttl_store: SQLiteStore, db_path: Path, clock: _Clock
+) -> None:
+    other = SQLiteStore(db_path, ttl=60)
+    try:
+        ttl_store.save(Checkpoint(task_id="t", status="completed", messages=[_user("old")]))
+        known = other.load("t")  # other remembers version 1 of this record and its history
+        assert known is not None
+        clock.advance(61)
+        ttl_store.save(Checkpoint(task_id="t", messages=[_user("new")]))  # version 1 again
+        # A new record, a new lineage: other's append must not land on the new history.
+        known.messages.append(_user("appended"))
+        other.save(known)
+        loaded = ttl_store.load("t")
+        assert loaded is not None
+        assert loaded.messages == [_user("old"), _user("appended")]
+    finally:
+        other.close()
+
+
+def test_the_ttl_counts_from_the_last_save_to_the_microsecond(
+    ttl_store: SQLiteStore, db_path: Path, clock: _Clock
+) -> None:
+    saved = ttl_store.save(Checkpoint(task_id="t", status="completed"))
+    clock.advance(50)
+    saved = ttl_store.save(saved.model_copy(update={"iteration": 1}))  # at a whole second
+    with closing(_raw(db_path)) as raw:
+        (updated,) = raw.execute("SELECT updated_at FROM checkpoints").fetchone()
+    assert updated == "2030-01-01T00:00:50.000000+00:00"  # text order is time order
+    clock.advance(60)  # exactly the ttl: updated_at equals the cutoff, not before it
+    loaded = ttl_store.load("t")
+    assert loaded is not None and loaded.iteration == 1
+    assert [s.task_id for s in ttl_store.list_checkpoints()] == ["t"]
+    clock.advance(0.000001)
+    assert ttl_store.list_checkpoints() == []
+    assert ttl_store.load("t") is None
+
+
+def test_sweep_expired_deletes_exactly_the_expired_finished_checkpoints(
+    ttl_store: SQLiteStore, db_path: Path, clock: _Clock
+) -> None:
+    two = [_user("a"), _user("b")]
+    for status in ("completed", "failed", "running"):
+        ttl_store.save(Checkpoint(task_id=status, status=status, messages=two))
+    clock.advance(30)
+    ttl_store.save(Checkpoint(task_id="recent", status="completed", messages=[_user("c")]))
+    clock.advance(31)  # the first three are 61 s old, "recent" 31 s
+    assert [_rows(db_path, t) for t in ("completed", "failed")] == [(1, 2), (1, 2)]
+    assert ttl_store.sweep_expired() == 2
+    assert [_rows(db_path, t) for t in ("completed", "failed")] == [(0, 0), (0, 0)]
+    assert _rows(db_path, "running") == (1, 2)
+    assert _rows(db_path, "recent") == (1, 1)
+    assert ttl_store.sweep_expired() == 0
+    running = ttl_store.load("running")
+    assert running is not None and running.messages == two
+    clock.advance(30)
+    assert ttl_store.sweep_expired() == 1
+    assert _rows(db_path, "recent") == (0, 0)
+    assert [s.task_id for s in ttl_store.list_checkpoints()] == ["running"]
+
+
+@pytest.mark.parametrize("ttl", [None, 1e15])
+def test_without_a_ttl_nothing_expires(db_path: Path, clock: _Clock, ttl: float | None) -> None:
+    store = SQLiteStore(db_path, ttl=ttl)  # None, or longer than the calendar goes back
+    try:
+        assert store.info().ttl == ttl
+        done = store.save(Checkpoint(task_id="done", status="completed", messages=[_user("kept")]))
+        clock.advance(200 * 365 * 86400)
+        loaded = store.load("done")
+        assert loaded is not None and loaded.messages == done.messages
+        assert [s.task_id for s in store.list_checkpoints(status="completed")] == ["done"]
+        assert store.sweep_expired() == 0
+        assert store.save(loaded).version == 2
+        assert _rows(db_path, "done") == (1, 1)
+    finally:
+        store.close()
+
+
+def test_a_ttl_adds_conditions_not_statements(tmp_path: Path) -> None:
+    statements: dict[float | None, list[str]] = {}
+    for ttl in (None, 60.0):
+        store = SQLiteStore(tmp_path / f"ttl-{ttl}.db", ttl=ttl)
+        try:
+            checkpoint = store.save(Checkpoint(task_id="t", messages=[_user("a")]))
+            checkpoint.messages.append(_user("b"))
+            traced = statements[ttl] = []
+            store._connect().set_trace_callback(traced.append)
+            store.save(checkpoint)
+            store.load("t")
+            store._connect().set_trace_callback(None)
+        finally:
+            store.close()
+    assert len(statements[60.0]) == len(statements[None])
+    assert not any("updated_at <" in s for s in statements[None])
+    assert any("updated_at <" in s for s in statements[60.0])
