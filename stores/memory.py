@@ -149,6 +149,15 @@ class MemoryStore:
             result.append(summary)
         return result
 
+    def sweep_expired(self) -> int:
+        """Drop every expired checkpoint now; how many (0 without a ``ttl``)."""
+        with self._lock:
+            now = utcnow()
+            expired = [task_id for task_id in list(self._records) if self._live(task_id, now) is None]
+        for task_id in expired:
+            self._tracker.forget(task_id)
+        return len(expired)
+
     def info(self) -> StoreInfo:
         return StoreInfo(
             backend="memory",

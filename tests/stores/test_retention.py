@@ -94,3 +94,15 @@ def test_ttl_in_a_memory_url() -> None:
         open_store("memory://x?ttl=soon")
     with pytest.raises(InvalidStoreURLError, match="only a name and"):
         open_store("memory://x?tll=7d")
+
+
+def test_memory_store_sweep_drops_only_expired_finished_checkpoints(clock: _Clock) -> None:
+    store = MemoryStore(ttl=60)
+    for task_id, status in (("done", "completed"), ("failed", "failed"), ("running", "running")):
+        store.save(Checkpoint(task_id=task_id, status=status))  # type: ignore[arg-type]
+    clock.advance(30)
+    store.save(Checkpoint(task_id="recent", status="completed"))
+    clock.advance(31)
+    assert store.sweep_expired() == 2
+    assert sorted(store._records) == ["recent", "running"]
+    assert store.sweep_expired() == 0
