@@ -50,6 +50,7 @@ NOT_RUN = {
     "export ": "sets the API key for Claude",
     "python -m tests.benchmarks.bench_stores": "takes minutes and starts private servers",
     "agentckpt certify mypackage.": "a placeholder package",
+    "AGENTCKPT_CERTIFY_URL=": "needs a Redis server (tests/stores/test_redis.py runs the ttl contract on one)",
 }
 
 OPEN_FENCE = re.compile(r"^(?P<fence>`{3,})(?P<lang>[\w-]*)(?P<attrs>.*)$")
