@@ -287,7 +287,7 @@ class PostgresStore:
                 row = cur.execute(self._queries.load, (task_id,)).fetchone()
             else:
                 # Also deletes the task's rows if it has expired (then no row comes back).
-                limit = _cutoff(self.ttl, utcnow())
+                limit = cutoff(self.ttl, utcnow())
                 row = cur.execute(
                     self._queries.load_live, (task_id, limit, task_id, limit)
                 ).fetchone()
@@ -322,7 +322,7 @@ class PostgresStore:
         row = (saved.status, metadata, head, saved.created_at, saved.updated_at)
         q = self._queries
         # With a ttl, the saves' conditions exclude what expired at this save's clock.
-        limit = None if self.ttl is None else _cutoff(self.ttl, saved.updated_at)
+        limit = None if self.ttl is None else cutoff(self.ttl, saved.updated_at)
         try:
             with self._connection("save") as conn:
                 if checkpoint.version > 0 and not plan.rewrite:
@@ -429,7 +429,7 @@ class PostgresStore:
             args.append(status)
         if self.ttl is not None:
             conditions.append(self._queries.not_expired)
-            args.append(_cutoff(self.ttl, utcnow()))
+            args.append(cutoff(self.ttl, utcnow()))
         wanted = _jsonb_or_none(dict(metadata)) if metadata else None
         if wanted is not None:
             # @> is containment, wider than the equality rule: it narrows the rows in
@@ -478,7 +478,7 @@ class PostgresStore:
         if self.ttl is None:
             return 0
         with self._connection("sweep expired") as conn:
-            row = conn.execute(self._queries.sweep, (_cutoff(self.ttl, utcnow()),)).fetchone()
+            row = conn.execute(self._queries.sweep, (cutoff(self.ttl, utcnow()),)).fetchone()
         return 0 if row is None else int(row[0])
 
     def close(self) -> None:
@@ -497,14 +497,6 @@ class PostgresStore:
                     )
                 )
         self._tracker = PrefixTracker()
-
-
-def _cutoff(ttl: float, now: _dt.datetime) -> _dt.datetime:
-    """:func:`stores.retention.cutoff`; a ttl longer than the calendar expires nothing."""
-    try:
-        return cutoff(ttl, now)
-    except OverflowError:
-        return _dt.datetime.min.replace(tzinfo=_dt.timezone.utc)
 
 
 def _jsonb_or_none(value: Mapping[str, Any]) -> str | None:

@@ -59,8 +59,14 @@ def parse_ttl(value: float | int | str | None) -> float | None:
 
 
 def cutoff(ttl: float, now: _dt.datetime) -> _dt.datetime:
-    """The ``updated_at`` before which a finished checkpoint has expired at ``now``."""
-    return now - _dt.timedelta(seconds=ttl)
+    """The ``updated_at`` before which a finished checkpoint has expired at ``now``.
+
+    A ttl reaching past the calendar's start expires nothing (the earliest datetime).
+    """
+    try:
+        return now - _dt.timedelta(seconds=ttl)
+    except OverflowError:
+        return _dt.datetime.min.replace(tzinfo=_dt.timezone.utc)
 
 
 def is_expired(status: str, updated_at: _dt.datetime, ttl: float | None, now: _dt.datetime) -> bool:

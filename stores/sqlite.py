@@ -104,14 +104,6 @@ def _iso(moment: _dt.datetime) -> str:
     return moment.isoformat(timespec="microseconds")
 
 
-def _cutoff(ttl: float, now: _dt.datetime) -> _dt.datetime:
-    """:func:`stores.retention.cutoff`; a ttl longer than the calendar expires nothing."""
-    try:
-        return cutoff(ttl, now)
-    except OverflowError:
-        return _dt.datetime.min.replace(tzinfo=_dt.timezone.utc)
-
-
 class SQLiteStore:
     """A :class:`~stores.CheckpointStore` in one SQLite file.
 
@@ -286,7 +278,7 @@ class SQLiteStore:
     # -- the store protocol -------------------------------------------------------------
 
     def load(self, task_id: str) -> Checkpoint | None:
-        limit = None if self.ttl is None else _iso(_cutoff(self.ttl, utcnow()))
+        limit = None if self.ttl is None else _iso(cutoff(self.ttl, utcnow()))
         try:
             # One read transaction: the head and the messages come from the same snapshot.
             with self._transaction("BEGIN") as conn:
@@ -365,7 +357,7 @@ class SQLiteStore:
                 if self.ttl is None:
                     row, expired = conn.execute(_SELECT_FOR_SAVE, (task_id,)).fetchone(), False
                 else:
-                    limit = _iso(_cutoff(self.ttl, saved.updated_at))
+                    limit = _iso(cutoff(self.ttl, saved.updated_at))
                     row, expired = self._live_row(conn, task_id, limit)
                 actual = None if row is None else int(row[0])
                 if (actual or 0) == checkpoint.version:
@@ -481,7 +473,7 @@ class SQLiteStore:
             args.append(status)
         if self.ttl is not None:
             conditions.append(f"NOT {_EXPIRED}")
-            args.append(_iso(_cutoff(self.ttl, utcnow())))
+            args.append(_iso(cutoff(self.ttl, utcnow())))
         if conditions:
             query += " WHERE " + " AND ".join(conditions)
         query += " ORDER BY task_id"
@@ -527,7 +519,7 @@ class SQLiteStore:
         """
         if self.ttl is None:
             return 0
-        limit = _iso(_cutoff(self.ttl, utcnow()))
+        limit = _iso(cutoff(self.ttl, utcnow()))
         try:
             with self._transaction() as conn:
                 conn.execute(

@@ -3,7 +3,6 @@ servers, restarts and kills of a private server."""
 
 from __future__ import annotations
 
-import datetime as _dt
 import threading
 import time
 import uuid
@@ -24,6 +23,8 @@ from stores import (
     open_store,
 )
 from stores.postgresql import PostgresStore
+
+from .clock import FakeClock, fake_clock
 
 pytest.importorskip("psycopg")
 
@@ -360,24 +361,9 @@ def test_a_failed_save_leaves_no_partial_rows(store: PostgresStore) -> None:
 # -- retention (ttl) -----------------------------------------------------------------------
 
 
-class _Clock:
-    """A settable ``utcnow`` for the store module: expiry without sleeping."""
-
-    def __init__(self) -> None:
-        self.now = _dt.datetime(2030, 1, 1, tzinfo=_dt.timezone.utc)
-
-    def __call__(self) -> _dt.datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += _dt.timedelta(seconds=seconds)
-
-
 @pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
-    fake = _Clock()
-    monkeypatch.setattr(stores.postgresql, "utcnow", fake)
-    return fake
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    return fake_clock(monkeypatch, stores.postgresql)
 
 
 @pytest.fixture
@@ -479,7 +465,7 @@ def test_bad_ttl_keyword_is_a_value_error(bad: Any) -> None:
 
 
 def test_an_expired_checkpoint_is_gone_and_deleted_when_touched(
-    ttl_store: PostgresStore, clock: _Clock
+    ttl_store: PostgresStore, clock: FakeClock
 ) -> None:
     old = [_user("old news")]
     ttl_store.save(Checkpoint(task_id="loaded", status="completed", messages=old))
@@ -519,7 +505,7 @@ def test_an_expired_checkpoint_is_gone_and_deleted_when_touched(
 
 
 def test_a_checkpoint_created_again_after_it_expired_never_mixes_histories(
-    ttl_store: PostgresStore, pg_url: str, clock: _Clock
+    ttl_store: PostgresStore, pg_url: str, clock: FakeClock
 ) -> None:
     other = PostgresStore.from_url(_with_params(pg_url, ttl="60"))
     try:
@@ -539,7 +525,7 @@ def test_a_checkpoint_created_again_after_it_expired_never_mixes_histories(
 
 
 def test_the_ttl_counts_from_the_last_save_to_the_microsecond(
-    ttl_store: PostgresStore, clock: _Clock
+    ttl_store: PostgresStore, clock: FakeClock
 ) -> None:
     saved = ttl_store.save(Checkpoint(task_id="t", status="completed"))
     clock.advance(50)
@@ -554,7 +540,7 @@ def test_the_ttl_counts_from_the_last_save_to_the_microsecond(
 
 
 def test_sweep_expired_deletes_exactly_the_expired_finished_checkpoints(
-    ttl_store: PostgresStore, clock: _Clock
+    ttl_store: PostgresStore, clock: FakeClock
 ) -> None:
     two = [_user("a"), _user("b")]
     for status in ("completed", "failed", "running"):
@@ -580,7 +566,7 @@ def test_sweep_expired_deletes_exactly_the_expired_finished_checkpoints(
     ("ttl", "seconds"), [(None, None), ("99999999999w", 99999999999 * 604800.0)]
 )
 def test_without_a_ttl_nothing_expires(
-    pg_url: str, clock: _Clock, ttl: str | None, seconds: float | None
+    pg_url: str, clock: FakeClock, ttl: str | None, seconds: float | None
 ) -> None:
     # No ttl, or one longer than the calendar goes back.
     store = PostgresStore.from_url(pg_url if ttl is None else _with_params(pg_url, ttl=ttl))

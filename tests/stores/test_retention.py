@@ -12,6 +12,8 @@ from stores.checkpoint import utcnow
 from stores.memory import MemoryStore
 from stores.retention import is_expired, parse_ttl
 
+from .clock import FakeClock, fake_clock
+
 
 @pytest.mark.parametrize(
     ("given", "seconds"),
@@ -37,25 +39,12 @@ def test_only_finished_checkpoints_expire_and_only_after_the_ttl() -> None:
     assert not is_expired("completed", old, None, now)
 
 
-class _Clock:
-    def __init__(self) -> None:
-        self.now = utcnow()
-
-    def __call__(self) -> _dt.datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += _dt.timedelta(seconds=seconds)
-
-
 @pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
-    fake = _Clock()
-    monkeypatch.setattr(stores.memory, "utcnow", fake)
-    return fake
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    return fake_clock(monkeypatch, stores.memory)
 
 
-def test_memory_store_forgets_finished_checkpoints_after_the_ttl_and_keeps_running_ones(clock: _Clock) -> None:
+def test_memory_store_forgets_finished_checkpoints_after_the_ttl_and_keeps_running_ones(clock: FakeClock) -> None:
     store = MemoryStore(ttl=60)
     done = store.save(Checkpoint(task_id="done", status="completed", messages=[{"role": "user", "content": "x"}]))
     running = store.save(Checkpoint(task_id="running"))
@@ -71,7 +60,7 @@ def test_memory_store_forgets_finished_checkpoints_after_the_ttl_and_keeps_runni
     assert reborn.version == 1 and store.load("done").messages == []  # type: ignore[union-attr]
 
 
-def test_memory_store_ttl_counts_from_the_last_save(clock: _Clock) -> None:
+def test_memory_store_ttl_counts_from_the_last_save(clock: FakeClock) -> None:
     store = MemoryStore(ttl=60)
     saved = store.save(Checkpoint(task_id="t", status="completed"))
     clock.advance(50)
@@ -81,7 +70,7 @@ def test_memory_store_ttl_counts_from_the_last_save(clock: _Clock) -> None:
     assert loaded is not None and loaded.iteration == 2
 
 
-def test_memory_store_without_ttl_keeps_everything(clock: _Clock) -> None:
+def test_memory_store_without_ttl_keeps_everything(clock: FakeClock) -> None:
     store = MemoryStore()
     store.save(Checkpoint(task_id="t", status="completed"))
     clock.advance(10**9)
@@ -96,7 +85,7 @@ def test_ttl_in_a_memory_url() -> None:
         open_store("memory://x?tll=7d")
 
 
-def test_memory_store_sweep_drops_only_expired_finished_checkpoints(clock: _Clock) -> None:
+def test_memory_store_sweep_drops_only_expired_finished_checkpoints(clock: FakeClock) -> None:
     store = MemoryStore(ttl=60)
     for task_id, status in (("done", "completed"), ("failed", "failed"), ("running", "running")):
         store.save(Checkpoint(task_id=task_id, status=status))  # type: ignore[arg-type]
@@ -106,3 +95,9 @@ def test_memory_store_sweep_drops_only_expired_finished_checkpoints(clock: _Cloc
     assert store.sweep_expired() == 2
     assert sorted(store._records) == ["recent", "running"]
     assert store.sweep_expired() == 0
+
+
+def test_a_ttl_longer_than_the_calendar_expires_nothing_instead_of_overflowing() -> None:
+    now = utcnow()
+    assert not is_expired("completed", _dt.datetime(1, 1, 2, tzinfo=_dt.timezone.utc), 1e15, now)
+    assert MemoryStore(ttl="99999999999w").sweep_expired() == 0

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as _dt
 import multiprocessing
 import os
 import sqlite3
@@ -25,6 +24,8 @@ from stores import (
     open_store,
 )
 from stores.sqlite import SQLiteStore
+
+from .clock import FakeClock, fake_clock
 
 
 def _user(text: str) -> dict[str, Any]:
@@ -367,25 +368,9 @@ def test_new_files_use_small_pages_to_write_fewer_bytes(tmp_path: Path) -> None:
 # -- retention (ttl) -----------------------------------------------------------------------
 
 
-class _Clock:
-    """A settable ``utcnow`` for the store module: expiry without sleeping."""
-
-    def __init__(self) -> None:
-        # A whole second, whose isoformat() would leave out the microseconds.
-        self.now = _dt.datetime(2030, 1, 1, tzinfo=_dt.timezone.utc)
-
-    def __call__(self) -> _dt.datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += _dt.timedelta(seconds=seconds)
-
-
 @pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
-    fake = _Clock()
-    monkeypatch.setattr(stores.sqlite, "utcnow", fake)
-    return fake
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    return fake_clock(monkeypatch, stores.sqlite)
 
 
 @pytest.fixture
@@ -457,7 +442,7 @@ def test_bad_ttl_keyword_is_a_value_error(db_path: Path, bad: Any) -> None:
 
 
 def test_an_expired_checkpoint_is_gone_and_deleted_when_touched(
-    ttl_store: SQLiteStore, db_path: Path, clock: _Clock
+    ttl_store: SQLiteStore, db_path: Path, clock: FakeClock
 ) -> None:
     old = [_user("old news")]
     ttl_store.save(Checkpoint(task_id="loaded", status="completed", messages=old))
@@ -485,7 +470,7 @@ def test_an_expired_checkpoint_is_gone_and_deleted_when_touched(
 
 
 def test_a_checkpoint_created_again_after_it_expired_never_mixes_histories(
-    ttl_store: SQLiteStore, db_path: Path, clock: _Clock
+    ttl_store: SQLiteStore, db_path: Path, clock: FakeClock
 ) -> None:
     other = SQLiteStore(db_path, ttl=60)
     try:
@@ -505,7 +490,7 @@ def test_a_checkpoint_created_again_after_it_expired_never_mixes_histories(
 
 
 def test_the_ttl_counts_from_the_last_save_to_the_microsecond(
-    ttl_store: SQLiteStore, db_path: Path, clock: _Clock
+    ttl_store: SQLiteStore, db_path: Path, clock: FakeClock
 ) -> None:
     saved = ttl_store.save(Checkpoint(task_id="t", status="completed"))
     clock.advance(50)
@@ -523,7 +508,7 @@ def test_the_ttl_counts_from_the_last_save_to_the_microsecond(
 
 
 def test_sweep_expired_deletes_exactly_the_expired_finished_checkpoints(
-    ttl_store: SQLiteStore, db_path: Path, clock: _Clock
+    ttl_store: SQLiteStore, db_path: Path, clock: FakeClock
 ) -> None:
     two = [_user("a"), _user("b")]
     for status in ("completed", "failed", "running"):
@@ -546,7 +531,7 @@ def test_sweep_expired_deletes_exactly_the_expired_finished_checkpoints(
 
 
 @pytest.mark.parametrize("ttl", [None, 1e15])
-def test_without_a_ttl_nothing_expires(db_path: Path, clock: _Clock, ttl: float | None) -> None:
+def test_without_a_ttl_nothing_expires(db_path: Path, clock: FakeClock, ttl: float | None) -> None:
     store = SQLiteStore(db_path, ttl=ttl)  # None, or longer than the calendar goes back
     try:
         assert store.info().ttl == ttl
