@@ -324,15 +324,15 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"--model {args.model} talks to Claude and needs ANTHROPIC_API_KEY in the "
             "environment; leave --model out to run offline with the scripted model"
         )
+    if args.model:
+        # Before the store is opened: a bad key or an unreachable API writes nothing.
+        client = anthropic.Anthropic()
+        _preflight(client, args.model, goal)
     store = _open(args.store)
     try:
         _require_durable(store, args.allow_volatile_store)
         if args.model:
-            client = anthropic.Anthropic()
             model = args.model
-            stored = store.load(task_id)
-            if stored is None or stored.status != "completed":
-                _preflight(client, model, goal)
         elif args.base_url:
             from .offline import FAKE_API_KEY
 
@@ -515,6 +515,9 @@ def cmd_prune(args: argparse.Namespace) -> int:
                                "updated_at": row.updated_at.isoformat()})
     finally:
         store.close()
+    for entry in skipped:
+        print(f"skipped {entry['task_id']}: unreadable, left as it is "
+              f"(to delete it: {_delete_command(entry['task_id'], args.store)})", file=sys.stderr)
     if args.json:
         _print_json({"dry_run": args.dry_run, "pruned": pruned, "skipped": skipped})
         return 1 if skipped else 0
@@ -523,9 +526,6 @@ def cmd_prune(args: argparse.Namespace) -> int:
           f"last saved before {cutoff:%Y-%m-%d %H:%M:%S} UTC")
     for entry in pruned:
         print(f"  {entry['task_id']}  {entry['status']}  {entry['updated_at'][:19]}")
-    for entry in skipped:
-        print(f"skipped {entry['task_id']}: unreadable, left as it is "
-              f"(to delete it: {_delete_command(entry['task_id'], args.store)})", file=sys.stderr)
     return 1 if skipped else 0
 
 
@@ -833,6 +833,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             "reproduce": reproduce,
             "ok": ok,
             "kill_points": [k.spec for k in kills],
+            "kill_descriptions": [k.description for k in kills],
             "processes": [
                 {"pid": c.pid, "killed": c.killed, "exit_code": c.exit_code, "events": c.events}
                 for c in children
