@@ -184,7 +184,9 @@ def _open(url: str | None, *, read_only: bool = False) -> CheckpointStore:
 def _require_durable(store: CheckpointStore, allow_volatile: bool) -> None:
     """Refuse a store that loses its checkpoints on a restart, unless told to go on."""
     info = store.info()
-    if info.backend == "memory" or info.durable is True:
+    # memory:// is in-process by choice; SQLite below synchronous=full still survives a
+    # process crash (the URL chose the trade-off). A server that forgets is the danger.
+    if info.durable is True or info.backend in ("memory", "sqlite"):
         return
     if info.durable is None:
         note = "; ".join(info.notes) or "the store cannot tell whether its saves survive a restart"
@@ -1141,7 +1143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(args, _corrupt_message(args, exc))
     except StoreError as exc:
         return _fail(args, _scrub(str(exc), _store_url(getattr(args, "store", None))))
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # a file we cannot use; input a layer below refused
         return _fail(args, str(exc))
     except KeyboardInterrupt:
         where = "; it keeps its last checkpoint: run the same command again to resume it" \

@@ -529,3 +529,12 @@ def test_the_demo_reproduce_line_replays_the_same_scenario(tmp_path: Path) -> No
     report = json.loads(replay.stdout)
     assert report["kill_descriptions"] == kills
     assert (report["seed"], report["store"], report["reproduce"]) == (11, store, line[1])
+
+
+def test_a_sqlite_store_that_chose_synchronous_normal_is_not_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It survives a process crash (only a power loss may drop its last saves): the URL chose it.
+    url = f"sqlite:///{tmp_path / 'c.db'}?synchronous=normal"
+    assert main(["run", "--task-id", "t", "--goal", "g", "--store", url]) == 0
+    assert "warning" not in capsys.readouterr().err
