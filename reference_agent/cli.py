@@ -713,30 +713,36 @@ def _run_child(
             lines.put(None)
 
         threading.Thread(target=pump, daemon=True).start()
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                raw = lines.get(timeout=max(0.1, deadline - time.monotonic()))
-            except queue.Empty:
-                proc.kill()
-                proc.wait()
-                raise CLIError(f"the agent process {proc.pid} made no progress for {timeout:.0f}s") from None
-            if raw is None:
-                break
-            try:
-                event = json.loads(raw)
-            except ValueError:
-                continue
-            if event.get("event") == "paused":
-                if pause:
-                    os.kill(proc.pid, signal.SIGKILL)
-                    child.killed = True
-                    out.line(f"  ✗ SIGKILL to pid {proc.pid}")
-                continue
-            child.events.append(event)
-            text = describe_event(event)
-            if text:
-                out.line(f"  {text}")
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    raw = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+                except queue.Empty:
+                    proc.kill()
+                    proc.wait()
+                    raise CLIError(f"the agent process {proc.pid} made no progress for {timeout:.0f}s") from None
+                if raw is None:
+                    break
+                try:
+                    event = json.loads(raw)
+                except ValueError:
+                    continue
+                if event.get("event") == "paused":
+                    if pause:
+                        os.kill(proc.pid, signal.SIGKILL)
+                        child.killed = True
+                        out.line(f"  ✗ SIGKILL to pid {proc.pid}")
+                    continue
+                child.events.append(event)
+                text = describe_event(event)
+                if text:
+                    out.line(f"  {text}")
+        except BaseException:
+            # Ctrl-C, SIGTERM or an error here: the agent process does not outlive the demo.
+            proc.kill()
+            proc.wait()
+            raise
         child.exit_code = proc.wait(timeout=timeout)
         errors.seek(0)
         child.stderr = errors.read()
