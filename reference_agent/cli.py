@@ -1100,7 +1100,8 @@ def _fail(args: argparse.Namespace, message: str, status: int = 1) -> int:
         if args.command == "run":
             error = {"event": "result", **error}
         try:
-            _print_json(error)
+            # ASCII: the message may quote undecodable input that stdout cannot encode.
+            print(json.dumps(error), flush=True)
         except BrokenPipeError:
             _silence_stdout()
     return status
