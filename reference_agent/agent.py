@@ -32,9 +32,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import signal
+import threading
 import time
-from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -79,6 +81,8 @@ __all__ = [
     "SYSTEM_PROMPT",
     "AgentEvent",
     "EventHandler",
+    "check_goal",
+    "check_task_id",
     "idempotency_key_for",
     "run",
 ]
@@ -135,6 +139,112 @@ def idempotency_key_for(task_id: str, tool_use_id: str) -> str:
     """
     digest = hashlib.sha256(f"{task_id}\x00{tool_use_id}".encode()).hexdigest()
     return f"agentckpt-{digest[:32]}"
+
+
+def check_task_id(task_id: object) -> str:
+    """``task_id`` if it can key a checkpoint; a :class:`ValueError` saying why not otherwise.
+
+    A task id is a non-empty string that is not only whitespace and is valid UTF-8 (a
+    command line passes undecodable bytes as lone surrogates, which no store can write).
+
+    >>> check_task_id("report-1")
+    'report-1'
+    >>> check_task_id("  ")
+    Traceback (most recent call last):
+    ...
+    ValueError: the task id is empty: give a task id that is not blank
+    """
+    if not isinstance(task_id, str):
+        raise ValueError(f"the task id must be a string, not {type(task_id).__name__}")
+    if not task_id.strip():
+        raise ValueError("the task id is empty: give a task id that is not blank")
+    _check_utf8("task id", task_id)
+    return task_id
+
+
+def check_goal(goal: object) -> str:
+    """``goal`` if it can be the task's first user message; a :class:`ValueError` otherwise.
+
+    The Messages API refuses an empty or blank message, so such a goal would leave a
+    checkpoint that fails on every run.
+
+    >>> check_goal("file the report")
+    'file the report'
+    >>> check_goal("")
+    Traceback (most recent call last):
+    ...
+    ValueError: the goal is empty: say what the agent should do (the model refuses an empty message)
+    """
+    if not isinstance(goal, str):
+        raise ValueError(f"the goal must be a string, not {type(goal).__name__}")
+    if not goal.strip():
+        raise ValueError(
+            "the goal is empty: say what the agent should do (the model refuses an empty message)"
+        )
+    _check_utf8("goal", goal)
+    return goal
+
+
+def _check_utf8(what: str, text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"the {what} {text!r} is not valid UTF-8 (character {exc.start} is an undecodable "
+            f"byte): use a {what} in UTF-8"
+        ) from None
+
+
+_HELD_SIGNALS: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextmanager
+def _signals_held() -> Iterator[None]:
+    """Hold Ctrl-C (SIGINT) and SIGTERM while an irreversible action is in flight.
+
+    From its intent's save to its outcome's save, a signal is noted and delivered (to the
+    handler that was in place) once the outcome is durable, so a graceful stop never
+    leaves an effect that happened with its outcome unknown. A second signal of the same
+    kind is delivered at once: the way out of a tool that hangs. Only in the main thread
+    (where Python runs signal handlers); elsewhere this does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous: dict[int, Any] = {}
+    held: list[int] = []
+
+    def restore() -> None:
+        while previous:
+            signum, handler = previous.popitem()
+            signal.signal(signum, handler)
+
+    def deliver(signum: int) -> None:
+        signal.raise_signal(signum)
+
+    def hold(signum: int, frame: object) -> None:
+        if signum in held:
+            held.remove(signum)
+            restore()
+            deliver(signum)
+            return
+        held.append(signum)
+
+    for signum in _HELD_SIGNALS:
+        current = signal.getsignal(signum)
+        # Ignored signals stay ignored; a handler set outside Python cannot be restored.
+        if current in (signal.SIG_IGN, None):
+            continue
+        try:
+            previous[signum] = signal.signal(signum, hold)
+        except (ValueError, OSError):  # pragma: no cover - not the main thread after all
+            continue
+    try:
+        yield
+    finally:
+        restore()
+        for signum in dict.fromkeys(held):
+            deliver(signum)
 
 
 def _text_of(blocks: list[dict[str, Any]]) -> str:
@@ -493,6 +603,13 @@ class _Loop:
             )
             self.save(f"unknown outcome of {name}")
             return result
+        with _signals_held():
+            return self.perform(record, tool_use_id, name, tool_input)
+
+    def perform(
+        self, record: ActionRecord | None, tool_use_id: str, name: str, tool_input: dict[str, Any]
+    ) -> ToolResult:
+        """Intent, effect, outcome: the write-ahead protocol of one irreversible call."""
         outcome = "rerun_with_key" if record is not None else "ran"
         if record is None:
             record = ActionRecord(
@@ -573,6 +690,10 @@ def run(
     :class:`AgentEvent` for each step. ``save_attempts`` and ``retry_backoff`` (seconds,
     doubled per attempt) bound the retries of saves that must succeed.
 
+    An empty or blank ``task_id`` or ``goal``, or one that is not valid UTF-8, raises
+    :class:`ValueError` before anything is read or written. Ctrl-C (SIGINT) and SIGTERM
+    during an irreversible action are held until its outcome is saved, then delivered.
+
     Raises :class:`~reference_agent.errors.AgentStoppedError` subclasses for a clean stop
     (another worker owns the task, the store is down at an intent, budget exhausted,
     refusal, context window full); store load errors propagate unchanged.
@@ -587,6 +708,10 @@ def run(
     >>> store.load("q").status
     'completed'
     """
+    # Refused before anything is written: a bad id or goal would leave a checkpoint
+    # that fails on every later run.
+    check_task_id(task_id)
+    check_goal(goal)
     if max_iterations < 1:
         raise ValueError(f"max_iterations must be >= 1, not {max_iterations}")
     if checkpoint_every < 1:

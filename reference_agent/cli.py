@@ -1,9 +1,10 @@
 """``python -m reference_agent``: run, inspect and demonstrate the checkpointed agent.
 
 Subcommands: ``demo`` (a crash-and-resume demonstration, offline), ``run`` (one task),
-``status``, ``list`` and ``inspect`` (what a store holds). ``--help`` on each says more.
-Errors print one line on stderr and exit non-zero: 1 when the agent or the store
-failed, 2 for a bad command line.
+``status``, ``list`` and ``inspect`` (what a store holds), ``prune`` and ``delete``.
+``--help`` on each says more. Errors print one line, ``error: …``, on stderr (and, with
+``--json``, a JSON object on stdout) and exit non-zero: 1 when the input, the agent or the
+store failed, 2 for a bad command line, 130 after Ctrl-C and 143 after SIGTERM.
 """
 
 from __future__ import annotations
@@ -14,19 +15,32 @@ import logging
 import os
 import queue
 import random
+import shlex
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import traceback
 import uuid
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NoReturn
+from urllib.parse import parse_qs, unquote, urlsplit
 
-from stores import Checkpoint, CheckpointStatus, CheckpointStore, StoreError, open_store, redact_url
+from stores import (
+    Checkpoint,
+    CheckpointStatus,
+    CheckpointStore,
+    CorruptCheckpointError,
+    StoreError,
+    open_store,
+    redact_url,
+)
+from stores.errors import UnsupportedSchemaVersionError
 from stores.url import DEFAULT_STORE_URL
 
 if TYPE_CHECKING:
@@ -39,6 +53,10 @@ _PROG = "python -m reference_agent"
 
 class CLIError(Exception):
     """A failure reported as one line, without a traceback."""
+
+
+class _Terminated(BaseException):
+    """SIGTERM, raised like Ctrl-C's KeyboardInterrupt so that cleanup runs."""
 
 
 # -- formatting ----------------------------------------------------------------------
@@ -107,10 +125,93 @@ def describe_event(event: dict[str, Any]) -> str | None:
 # -- store access --------------------------------------------------------------------
 
 
-def _open(url: str | None) -> CheckpointStore:
+def _store_url(url: str | None) -> str:
+    return url or os.environ.get("AGENTCKPT_STORE_URL") or DEFAULT_STORE_URL
+
+
+def _scrub(text: str, url: str) -> str:
+    """``text`` (a driver's message) without the URL's secrets, whatever form they took."""
+    text = text.replace(url, redact_url(url))
     try:
-        return open_store(url)
+        parts = urlsplit(url)
+        secrets = [parts.password, *parse_qs(parts.query).get("password", [])]
+    except ValueError:
+        return text
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***").replace(unquote(secret), "***")
+    return text
+
+
+def _sqlite_file(url: str) -> Path | None:
+    """The file a ``sqlite://`` URL names (the store's own reading of it), else None."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None
+    if parts.scheme.lower() != "sqlite" or parts.netloc:
+        return None
+    path = unquote(parts.path)
+    path = path[1:] if path.startswith("/") else path
+    return Path(path) if path and path != ":memory:" else None
+
+
+def _open(url: str | None, *, read_only: bool = False) -> CheckpointStore:
+    """Open the store; a read-only command never creates one (a mistyped path says so)."""
+    url = _store_url(url)
+    if read_only:
+        path = _sqlite_file(url)
+        if path is not None and not path.exists():
+            raise CLIError(
+                f"there is no store at {redact_url(url)} (no file {str(path)!r}); nothing was "
+                "created: check --store or $AGENTCKPT_STORE_URL"
+            )
+    try:
+        with warnings.catch_warnings():
+            # Durability is judged once, by the commands that run the agent (_require_durable).
+            warnings.filterwarnings("ignore", message=".*AOF persistence off")
+            return open_store(url)
     except StoreError as exc:
+        raise CLIError(_scrub(str(exc), url)) from None
+    except Exception as exc:  # the driver's own errors: a bad URL parameter, a refused db
+        raise CLIError(
+            f"cannot open the store {redact_url(url)}: {type(exc).__name__}: "
+            f"{_scrub(str(exc).strip(), url)}; check the URL's database and query parameters "
+            "(a parameter the store does not know goes to the driver)"
+        ) from None
+
+
+def _require_durable(store: CheckpointStore, allow_volatile: bool) -> None:
+    """Refuse a store that loses its checkpoints on a restart, unless told to go on."""
+    info = store.info()
+    # memory:// is in-process by choice; SQLite below synchronous=full still survives a
+    # process crash (the URL chose the trade-off). A server that forgets is the danger.
+    if info.durable is True or info.backend in ("memory", "sqlite"):
+        return
+    if info.durable is None:
+        note = "; ".join(info.notes) or "the store cannot tell whether its saves survive a restart"
+        print(f"warning: {note}", file=sys.stderr)
+        return
+    if allow_volatile:
+        print(f"warning: {info.url} loses every checkpoint when its server restarts "
+              "(--allow-volatile-store)", file=sys.stderr)
+        return
+    store.close()
+    fix = ("turn on AOF persistence (CONFIG SET appendonly yes, and 'appendonly yes' in "
+           "redis.conf)" if info.backend == "redis" else "make the store persistent")
+    raise CLIError(
+        f"{info.url} does not survive a restart ({info.backend} with persistence off): "
+        f"every checkpoint would be lost and a resume would repeat irreversible actions. "
+        f"{fix[0].upper() + fix[1:]}, or pass --allow-volatile-store to run anyway"
+    )
+
+
+def _task_id(value: str) -> str:
+    from .agent import check_task_id
+
+    try:
+        return check_task_id(value)
+    except ValueError as exc:
         raise CLIError(str(exc)) from None
 
 
@@ -128,8 +229,13 @@ def _print_json(value: Any, out: IO[str] | None = None) -> None:
 # -- run -----------------------------------------------------------------------------
 
 
-def _pause_handler(spec: str) -> Callable[[AgentEvent], None]:
-    """For the demo: stop dead at the event ``kind[:tool]:n`` so the parent can SIGKILL."""
+def _pause_handler(spec: str, *, hold: bool = False) -> Callable[[AgentEvent], None]:
+    """For the demo and tests: stop at the event ``kind[:tool]:n``.
+
+    Without ``hold`` it stops dead, for the parent's SIGKILL. With ``hold`` it waits until
+    stdin is closed (or a line arrives), then goes on: a signal sent meanwhile finds the
+    agent at that exact point.
+    """
     parts = spec.split(":")
     kind, nth = parts[0], int(parts[-1])
     tool_name = parts[1] if len(parts) == 3 else None
@@ -140,7 +246,10 @@ def _pause_handler(spec: str) -> Callable[[AgentEvent], None]:
             return
         seen[0] += 1
         if seen[0] == nth:
-            _print_json({"event": "paused", "at": spec, "pid": os.getpid()})
+            _print_json({"event": "held" if hold else "paused", "at": spec, "pid": os.getpid()})
+            if hold:
+                sys.stdin.readline()
+                return
             # Wait for the SIGKILL; bounded, so an abandoned child cannot linger.
             time.sleep(60)
             os._exit(3)
@@ -148,79 +257,146 @@ def _pause_handler(spec: str) -> Callable[[AgentEvent], None]:
     return handler
 
 
+class _Output:
+    """Progress lines that never stop the agent: a reader that went away (``| head``)
+    only silences them, the run goes on to its next checkpoint and its end."""
+
+    def __init__(self) -> None:
+        self.gone = False
+
+    def write(self, text: str, stream: IO[str]) -> None:
+        if self.gone:
+            return
+        try:
+            print(text, file=stream, flush=True)
+        except BrokenPipeError:
+            self.gone = True
+            _silence_stdout()
+
+
+def _api_problem(exc: Exception, base_url: str) -> str:
+    """One line for an error of the ``anthropic`` SDK."""
+    import anthropic
+
+    if isinstance(exc, anthropic.AuthenticationError):
+        return "the Messages API refused the API key (401): set a valid ANTHROPIC_API_KEY"
+    if isinstance(exc, anthropic.PermissionDeniedError):
+        return "the API key may not use this model or API (403): check ANTHROPIC_API_KEY and --model"
+    if isinstance(exc, anthropic.NotFoundError):
+        return "the Messages API does not know this model (404): check --model"
+    if isinstance(exc, anthropic.APITimeoutError):
+        return f"the Messages API at {base_url} did not answer in time: try again later"
+    if isinstance(exc, anthropic.APIConnectionError):
+        return (f"cannot reach the Messages API at {base_url}: check the network connection "
+                "(or ANTHROPIC_BASE_URL)")
+    if isinstance(exc, anthropic.APIStatusError):
+        detail = " ".join(str(getattr(exc, "message", exc)).split())[:200]
+        return f"the Messages API answered HTTP {exc.status_code}: {detail}"
+    return f"the Messages API failed: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+
+
+def _preflight(client: Any, model: str, goal: str) -> None:
+    """Before anything is written: is the key accepted, the API reachable, the model known?
+
+    ``count_tokens`` costs no tokens and answers all three.
+    """
+    import anthropic
+
+    try:
+        client.messages.count_tokens(model=model, messages=[{"role": "user", "content": goal}])
+    except anthropic.APIError as exc:
+        raise CLIError(f"{_api_problem(exc, str(client.base_url))}; nothing was written") from None
+
+
 def cmd_run(args: argparse.Namespace) -> int:
-    from .agent import run
+    import anthropic
+
+    from .agent import check_goal, run
     from .demo_tools import demo_toolbox
     from .errors import AgentStoppedError
     from .world import World
 
+    task_id = _task_id(args.task_id)
+    try:
+        goal = check_goal(args.goal)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
     if args.model and not os.environ.get("ANTHROPIC_API_KEY"):
         raise CLIError(
             f"--model {args.model} talks to Claude and needs ANTHROPIC_API_KEY in the "
             "environment; leave --model out to run offline with the scripted model"
         )
-    store = _open(args.store)
-    world = World(args.world) if args.world else World()
-    tools = demo_toolbox(world)
-    server = None
     if args.model:
-        import anthropic
-
+        # Before the store is opened: a bad key or an unreachable API writes nothing.
         client = anthropic.Anthropic()
-        model = args.model
-    elif args.base_url:
-        import anthropic
-
-        from .offline import FAKE_API_KEY
-
-        client = anthropic.Anthropic(api_key=FAKE_API_KEY, base_url=args.base_url, max_retries=2)
-        model = "claude-scripted"
-    else:
-        from .demo_tools import demo_plan
-        from .offline import FakeMessagesAPI
-
-        server = FakeMessagesAPI(demo_plan())
-        client = server.client()
-        model = "claude-scripted"
-
-    pause = _pause_handler(args.pause_at) if args.pause_at else None
-
-    def on_event(event: AgentEvent) -> None:
-        if args.json:
-            _print_json(event.to_dict())
-        else:
-            line = describe_event(event.to_dict())
-            if line:
-                print(line, file=sys.stderr, flush=True)
-        if pause is not None:
-            pause(event)
-
-    kwargs: dict[str, Any] = {}
-    if args.max_iterations is not None:
-        kwargs["max_iterations"] = args.max_iterations
+        _preflight(client, args.model, goal)
+    store = _open(args.store)
     try:
-        answer = run(
-            args.task_id,
-            args.goal,
-            client=client,
-            store=store,
-            tools=tools,
-            model=model,
-            checkpoint_every=args.checkpoint_every,
-            on_event=on_event,
-            **kwargs,
-        )
-    except AgentStoppedError as exc:
-        if args.json:
-            _print_json({"event": "result", "ok": False, "error": str(exc)})
-        raise CLIError(str(exc)) from None
+        _require_durable(store, args.allow_volatile_store)
+        if args.model:
+            model = args.model
+        elif args.base_url:
+            from .offline import FAKE_API_KEY
+
+            client = anthropic.Anthropic(api_key=FAKE_API_KEY, base_url=args.base_url, max_retries=2)
+            model = "claude-scripted"
+        else:
+            from .demo_tools import demo_plan
+            from .offline import FakeMessagesAPI
+
+            client = FakeMessagesAPI(demo_plan()).client()
+            model = "claude-scripted"
+        world = World(args.world) if args.world else World()
+        tools = demo_toolbox(world)
+        if args.pause_at:
+            pause: Callable[[AgentEvent], None] | None = _pause_handler(args.pause_at)
+        elif args.hold_at:
+            pause = _pause_handler(args.hold_at, hold=True)
+        else:
+            pause = None
+        output = _Output()
+
+        def on_event(event: AgentEvent) -> None:
+            if args.json:
+                output.write(json.dumps(event.to_dict(), ensure_ascii=False, default=str), sys.stdout)
+            else:
+                line = describe_event(event.to_dict())
+                if line:
+                    output.write(line, sys.stderr)
+            if pause is not None:
+                pause(event)
+
+        kwargs: dict[str, Any] = {}
+        if args.max_iterations is not None:
+            kwargs["max_iterations"] = args.max_iterations
+        try:
+            answer = run(
+                task_id,
+                goal,
+                client=client,
+                store=store,
+                tools=tools,
+                model=model,
+                checkpoint_every=args.checkpoint_every,
+                on_event=on_event,
+                **kwargs,
+            )
+        except AgentStoppedError as exc:
+            raise CLIError(str(exc)) from None
+        except anthropic.APIError as exc:
+            # The agent saved before the call: the task resumes from there.
+            raise CLIError(
+                f"{_api_problem(exc, str(client.base_url))}; task {task_id!r} keeps its last "
+                "checkpoint: run the same command again to resume it"
+            ) from None
     finally:
         store.close()
     if args.json:
-        _print_json({"event": "result", "ok": True, "task_id": args.task_id, "answer": answer})
+        output.write(json.dumps({"event": "result", "ok": True, "task_id": task_id, "answer": answer},
+                                ensure_ascii=False), sys.stdout)
     else:
-        print(answer, flush=True)
-    return 0
+        output.write(answer, sys.stdout)
+    return 1 if output.gone else 0
 
 
 # -- status / list / inspect ---------------------------------------------------------
@@ -232,9 +408,10 @@ def _failure(checkpoint: Checkpoint) -> str | None:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    store = _open(args.store)
+    task_id = _task_id(args.task_id)
+    store = _open(args.store, read_only=True)
     try:
-        cp = _load(store, args.task_id)
+        cp = _load(store, task_id)
     finally:
         store.close()
     actions = {s: sum(1 for a in cp.actions if a.state == s) for s in ("intent", "done", "unknown")}
@@ -264,7 +441,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    store = _open(args.store)
+    store = _open(args.store, read_only=True)
     try:
         rows = store.list_checkpoints(status=args.status)
     finally:
@@ -283,6 +460,12 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Duration(float):
+    """Seconds, remembering how they were written (for messages)."""
+
+    text: str
+
+
 def _duration(text: str) -> float:
     from stores.retention import parse_ttl
 
@@ -292,7 +475,9 @@ def _duration(text: str) -> float:
         message = str(exc).split(";")[0]
         raise argparse.ArgumentTypeError(message[4:] if message.startswith("ttl ") else message) from None
     assert seconds is not None
-    return seconds
+    duration = _Duration(seconds)
+    duration.text = text
+    return duration
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
@@ -302,9 +487,16 @@ def cmd_prune(args: argparse.Namespace) -> int:
     from stores.checkpoint import utcnow
 
     statuses: tuple[CheckpointStatus, ...] = (args.status,) if args.status else ("completed", "failed")
-    cutoff = utcnow() - _dt.timedelta(seconds=args.older_than)
-    store = _open(args.store)
+    try:
+        cutoff = utcnow() - _dt.timedelta(seconds=args.older_than)
+    except OverflowError:
+        raise CLIError(
+            f"--older-than {getattr(args.older_than, 'text', args.older_than)} reaches back before the year 1, so no "
+            "checkpoint is that old: give a shorter duration (such as 30d)"
+        ) from None
+    store = _open(args.store, read_only=True)
     pruned: list[dict[str, Any]] = []
+    skipped: list[dict[str, Any]] = []
     try:
         for status in statuses:
             for row in store.list_checkpoints(status=status):
@@ -312,7 +504,12 @@ def cmd_prune(args: argparse.Namespace) -> int:
                     continue
                 if not args.dry_run:
                     # Listed, then checked again: a task saved since the listing is kept.
-                    current = store.load(row.task_id)
+                    try:
+                        current = store.load(row.task_id)
+                    except (CorruptCheckpointError, UnsupportedSchemaVersionError) as exc:
+                        # One damaged task does not stop the others' pruning.
+                        skipped.append({"task_id": row.task_id, "error": str(exc)})
+                        continue
                     if current is None or current.version != row.version:
                         continue
                     store.delete(row.task_id)
@@ -320,14 +517,64 @@ def cmd_prune(args: argparse.Namespace) -> int:
                                "updated_at": row.updated_at.isoformat()})
     finally:
         store.close()
+    for entry in skipped:
+        print(f"skipped {entry['task_id']}: unreadable, left as it is "
+              f"(to delete it: {_delete_command(entry['task_id'], args.store)})", file=sys.stderr)
     if args.json:
-        _print_json({"dry_run": args.dry_run, "pruned": pruned})
-        return 0
+        _print_json({"dry_run": args.dry_run, "pruned": pruned, "skipped": skipped})
+        return 1 if skipped else 0
     verb = "would delete" if args.dry_run else "deleted"
     print(f"{verb} {len(pruned)} {'/'.join(statuses)} checkpoint{'s' * (len(pruned) != 1)} "
           f"last saved before {cutoff:%Y-%m-%d %H:%M:%S} UTC")
     for entry in pruned:
         print(f"  {entry['task_id']}  {entry['status']}  {entry['updated_at'][:19]}")
+    return 1 if skipped else 0
+
+
+def _delete_command(task_id: str, store_url: str | None) -> str:
+    store = f" --store {shlex.quote(redact_url(store_url))}" if store_url else ""
+    return f"{_PROG} delete {shlex.quote(task_id)}{store}"
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    """Delete one task's checkpoint, whatever its state (a corrupt one included)."""
+    task_id = _task_id(args.task_id)
+    if not args.yes and not sys.stdin.isatty():
+        raise CLIError(
+            f"delete asks for confirmation, and stdin is not a terminal: pass --yes to delete "
+            f"task {task_id!r} without asking"
+        )
+    store = _open(args.store, read_only=True)
+    try:
+        try:
+            cp = store.load(task_id)
+            state = None if cp is None else (
+                f"{cp.status} at iteration {cp.iteration}, "
+                f"{sum(1 for a in cp.actions if a.state == 'done')} irreversible action(s) done"
+            )
+            running = cp is not None and cp.status == "running"
+        except (CorruptCheckpointError, UnsupportedSchemaVersionError) as exc:
+            state, running = f"unreadable: {exc}", False
+        if state is None:
+            raise CLIError(f"no checkpoint for task {task_id!r} in {redact_url(store.info().url)}; "
+                           "nothing deleted")
+        if not args.yes:
+            warning = (" It is still running: a new run of this id starts over and repeats its "
+                       "irreversible actions." if running else "")
+            print(f"task {task_id!r}: {state}.{warning}", file=sys.stderr)
+            try:
+                reply = input(f"Delete task {task_id!r}? [y/N] ")
+            except EOFError:
+                reply = ""
+            if reply.strip().lower() not in ("y", "yes"):
+                raise CLIError(f"task {task_id!r} was not deleted (not confirmed)")
+        store.delete(task_id)
+    finally:
+        store.close()
+    if args.json:
+        _print_json({"ok": True, "deleted": task_id})
+    else:
+        print(f"deleted task {task_id!r} ({state})")
     return 0
 
 
@@ -346,9 +593,10 @@ def _describe_block(block: dict[str, Any]) -> str:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    store = _open(args.store)
+    task_id = _task_id(args.task_id)
+    store = _open(args.store, read_only=True)
     try:
-        cp = _load(store, args.task_id)
+        cp = _load(store, task_id)
     finally:
         store.close()
     if args.json:
@@ -465,30 +713,36 @@ def _run_child(
             lines.put(None)
 
         threading.Thread(target=pump, daemon=True).start()
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                raw = lines.get(timeout=max(0.1, deadline - time.monotonic()))
-            except queue.Empty:
-                proc.kill()
-                proc.wait()
-                raise CLIError(f"the agent process {proc.pid} made no progress for {timeout:.0f}s") from None
-            if raw is None:
-                break
-            try:
-                event = json.loads(raw)
-            except ValueError:
-                continue
-            if event.get("event") == "paused":
-                if pause:
-                    os.kill(proc.pid, signal.SIGKILL)
-                    child.killed = True
-                    out.line(f"  ✗ SIGKILL to pid {proc.pid}")
-                continue
-            child.events.append(event)
-            text = describe_event(event)
-            if text:
-                out.line(f"  {text}")
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    raw = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+                except queue.Empty:
+                    proc.kill()
+                    proc.wait()
+                    raise CLIError(f"the agent process {proc.pid} made no progress for {timeout:.0f}s") from None
+                if raw is None:
+                    break
+                try:
+                    event = json.loads(raw)
+                except ValueError:
+                    continue
+                if event.get("event") == "paused":
+                    if pause:
+                        os.kill(proc.pid, signal.SIGKILL)
+                        child.killed = True
+                        out.line(f"  ✗ SIGKILL to pid {proc.pid}")
+                    continue
+                child.events.append(event)
+                text = describe_event(event)
+                if text:
+                    out.line(f"  {text}")
+        except BaseException:
+            # Ctrl-C, SIGTERM or an error here: the agent process does not outlive the demo.
+            proc.kill()
+            proc.wait()
+            raise
         child.exit_code = proc.wait(timeout=timeout)
         errors.seek(0)
         child.stderr = errors.read()
@@ -501,7 +755,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from .toolbox import ToolSpec
     from .world import World
 
+    if args.store and _store_backend(args.store) == "memory":
+        raise CLIError(
+            "the demo SIGKILLs its agent process and resumes the task in a new one; a "
+            "memory:// store lives inside one process and cannot survive that: give a "
+            "sqlite:///, postgresql://, redis:// or s3:// URL, or leave --store out"
+        )
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10_000)
+    reproduce = _reproduce_command(args, seed)
     rng = random.Random(seed)
     kills = [choose_kill_point(rng, resumed=n > 0) for n in range(args.kills)]
     out = _DemoOutput(args.json)
@@ -516,6 +777,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
         world_path = Path(tmp) / "world.db"
         world = World(world_path)
         store = _open(store_url)
+        try:
+            _require_durable(store, args.allow_volatile_store)
+        except CLIError:
+            world.close()
+            raise
         api = FakeMessagesAPI(plan)
         out.line(f"agentckpt demo, seed {seed}: a {len(plan.steps)}-step task with "
                  f"{sum(expected[t] for t in expected if demo_toolbox(world).spec(t).irreversible)} "
@@ -530,6 +796,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
             base = [sys.executable, "-m", "reference_agent", "run", "--task-id", task_id,
                     "--goal", DEMO_GOAL, "--store", store_url, "--base-url", base_url,
                     "--world", str(world_path), "--json"]
+            if args.allow_volatile_store:
+                base.append("--allow-volatile-store")
             for attempt in range(len(kills) + 2):
                 pause = kills[attempt] if attempt < len(kills) else None
                 out.line()
@@ -569,8 +837,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.json:
         _print_json({
             "seed": seed,
+            "store": redact_url(args.store) if args.store else None,
+            "reproduce": reproduce,
             "ok": ok,
             "kill_points": [k.spec for k in kills],
+            "kill_descriptions": [k.description for k in kills],
             "processes": [
                 {"pid": c.pid, "killed": c.killed, "exit_code": c.exit_code, "events": c.events}
                 for c in children
@@ -585,12 +856,33 @@ def cmd_demo(args: argparse.Namespace) -> int:
             out.line(f"  {'✓' if check['ok'] else '✗'} {check['detail']}")
         out.line()
         out.line(f"{'all checks hold' if ok else 'SOME CHECKS FAILED'}; agent processes took "
-                 f"{elapsed:.1f}s. Reproduce: {_PROG} demo --seed {seed}")
+                 f"{elapsed:.1f}s. Reproduce: {reproduce}")
     if not ok:
         for c in children:
             if c.exit_code not in (0, -signal.SIGKILL) and c.stderr:
                 print(c.stderr.strip().splitlines()[-1], file=sys.stderr)
     return 0 if ok else 1
+
+
+def _store_backend(url: str) -> str:
+    scheme = url.split("://", 1)[0].lower().split("+", 1)[0]
+    return scheme
+
+
+def _reproduce_command(args: argparse.Namespace, seed: int) -> str:
+    """The demo command line that replays this scenario: every option that shapes it.
+
+    >>> _reproduce_command(argparse.Namespace(kills=2, store="sqlite:///t.db",
+    ...                    allow_volatile_store=False), 7)
+    'python -m reference_agent demo --seed 7 --kills 2 --store sqlite:///t.db'
+    """
+    words = ["demo", "--seed", str(seed), "--kills", str(args.kills)]
+    if args.store:
+        # A password is shown as ***: the line carries no secret.
+        words += ["--store", redact_url(args.store)]
+    if args.allow_volatile_store:
+        words.append("--allow-volatile-store")
+    return f"{_PROG} {shlex.join(words)}"
 
 
 def _demo_checks(
@@ -690,6 +982,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="how many times to SIGKILL the agent (1-5, default 1)")
     _store_option(demo, default="a SQLite file in a temporary directory, removed afterwards")
     demo.set_defaults(store=None)
+    _volatile_option(demo)
     demo.add_argument("--json", action="store_true", help="print one JSON report instead of the timeline")
     demo.set_defaults(func=cmd_demo)
 
@@ -705,6 +998,7 @@ def build_parser() -> argparse.ArgumentParser:
     run_p.add_argument("--task-id", required=True, metavar="ID", help="the task's id (its checkpoint key)")
     run_p.add_argument("--goal", required=True, metavar="TEXT", help="what the agent is asked to do")
     _store_option(run_p)
+    _volatile_option(run_p)
     run_p.add_argument("--model", metavar="NAME", default=None,
                        help="a Claude model (needs ANTHROPIC_API_KEY), e.g. the default "
                        "reference_agent.DEFAULT_MODEL; default: the offline scripted model")
@@ -719,6 +1013,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="a Messages API (such as the demo's offline fake) to talk to")
     run_p.add_argument("--json", action="store_true", help="events and the result as JSON lines on stdout")
     run_p.add_argument("--pause-at", default=None, help=argparse.SUPPRESS)
+    run_p.add_argument("--hold-at", default=None, help=argparse.SUPPRESS)
     run_p.set_defaults(func=cmd_run)
 
     status = sub.add_parser("status", help="one task's status", description="Shows one task's status, "
@@ -758,11 +1053,74 @@ def build_parser() -> argparse.ArgumentParser:
     prune.add_argument("--dry-run", action="store_true", help="list what would be deleted, delete nothing")
     prune.add_argument("--json", action="store_true", help="machine-readable output")
     prune.set_defaults(func=cmd_prune)
+
+    delete = sub.add_parser(
+        "delete", help="delete one task's checkpoint (a running or corrupt one too)",
+        description="Deletes the checkpoint of task ID, whatever its state: the way to clear "
+        "a corrupt checkpoint, or a task that should start over. A running task's ledger "
+        "goes with it, so a new run of that id repeats its irreversible actions. Asks for "
+        "confirmation on a terminal; --yes skips the question (needed when stdin is not a "
+        "terminal).",
+    )
+    delete.add_argument("task_id", metavar="ID")
+    _store_option(delete)
+    delete.add_argument("--yes", action="store_true", help="delete without asking")
+    delete.add_argument("--json", action="store_true", help="machine-readable output")
+    delete.set_defaults(func=cmd_delete)
     return parser
 
 
+def _volatile_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--allow-volatile-store", action="store_true",
+        help="run on a store that loses its checkpoints when its server restarts (a Redis "
+        "without AOF persistence), which is refused otherwise",
+    )
+
+
+def _silence_stdout() -> None:
+    """After a reader closed our stdout (``| head``): the standard way, per Python's docs,
+    so that the interpreter's final flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # stdout is not a real file (a test's capture)
+        pass
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise _Terminated()
+
+
+def _fail(args: argparse.Namespace, message: str, status: int = 1) -> int:
+    message = " ".join(message.split())
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    if getattr(args, "json", False):
+        error: dict[str, Any] = {"ok": False, "error": message, "exit_status": status}
+        if args.command == "run":
+            error = {"event": "result", **error}
+        try:
+            # ASCII: the message may quote undecodable input that stdout cannot encode.
+            print(json.dumps(error), flush=True)
+        except BrokenPipeError:
+            _silence_stdout()
+    return status
+
+
+def _corrupt_message(args: argparse.Namespace, exc: StoreError) -> str:
+    task_id = getattr(exc, "task_id", None)
+    if not isinstance(task_id, str):
+        return str(exc)
+    return f"{exc} (to delete it: {_delete_command(task_id, getattr(args, 'store', None))})"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``python -m reference_agent``; returns the exit status."""
+    """Entry point of ``python -m reference_agent``; returns the exit status.
+
+    >>> main(["list", "--store", "memory://"])
+    no checkpoints
+    0
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -774,17 +1132,41 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--checkpoint-every must be >= 1")
     if getattr(args, "max_iterations", None) is not None and args.max_iterations < 1:
         parser.error("--max-iterations must be >= 1")
+    previous_sigterm: Any = None
+    if threading.current_thread() is threading.main_thread():
+        previous_sigterm = signal.signal(signal.SIGTERM, _on_sigterm)
+    task = f"task {args.task_id!r}" if isinstance(getattr(args, "task_id", None), str) else "the command"
     try:
-        return int(args.func(args))
+        status = int(args.func(args))
+        sys.stdout.flush()
+        return status
+    except BrokenPipeError:
+        # The reader went away (``| head``): exit quietly, as Python's docs advise.
+        _silence_stdout()
+        return 1
     except CLIError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return _fail(args, str(exc))
+    except (CorruptCheckpointError, UnsupportedSchemaVersionError) as exc:
+        return _fail(args, _corrupt_message(args, exc))
     except StoreError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except OSError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return _fail(args, _scrub(str(exc), _store_url(getattr(args, "store", None))))
+    except (OSError, ValueError) as exc:  # a file we cannot use; input a layer below refused
+        return _fail(args, str(exc))
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        where = "; it keeps its last checkpoint: run the same command again to resume it" \
+            if args.command == "run" else ""
+        print(f"interrupted (Ctrl-C): {task} stopped{where}", file=sys.stderr)
         return 130
+    except _Terminated:
+        where = "; it keeps its last checkpoint: run the same command again to resume it" \
+            if args.command == "run" else ""
+        print(f"terminated (SIGTERM): {task} stopped{where}", file=sys.stderr)
+        return 143
+    except Exception as exc:  # a bug of ours: one line, the traceback with -v
+        if args.verbose:
+            traceback.print_exc()
+        return _fail(args, f"unexpected {type(exc).__name__}: {exc} (run with -v before the "
+                     "command for the traceback, and please report it)")
+    finally:
+        if previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, previous_sigterm)

@@ -86,7 +86,7 @@ def test_an_unreadable_store_file_is_one_line(tmp_path: Path, capsys: pytest.Cap
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("command", ["demo", "run", "status", "list", "inspect", "prune"])
+@pytest.mark.parametrize("command", ["demo", "run", "status", "list", "inspect", "prune", "delete"])
 def test_every_command_has_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main([command, "--help"])

@@ -1,0 +1,540 @@
+"""The CLI is safe by default: bad input refused before writing, one ``error:`` line for
+every failure (never a traceback), read-only commands that create nothing, no volatile
+store without saying so, graceful Ctrl-C and SIGTERM, a demo line that replays its run."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import re
+import shlex
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reference_agent import FakeMessagesAPI, Toolbox, run
+from reference_agent.cli import main
+from reference_agent.scripted import Plan, PlanModel
+from reference_agent.world import World
+from stores import Checkpoint, open_store
+
+ROOT = Path(__file__).resolve().parents[2]
+AGENT = [sys.executable, "-m", "reference_agent"]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "AGENTCKPT_STORE_URL")}
+    env["PYTHONPATH"] = str(ROOT)
+    return {**env, **extra}
+
+
+def _cli(argv: list[str | bytes], cwd: Path, env: dict[str, str] | None = None,
+         timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*AGENT, *argv], cwd=cwd, env=env or _env(), capture_output=True, text=True,
+        timeout=timeout, stdin=subprocess.DEVNULL, errors="replace",
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def refusing_api() -> Iterator[str]:
+    """A Messages API on loopback that answers every request as the API does a bad key."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def _refuse(self) -> None:
+            length = int(self.headers.get("content-length") or 0)
+            self.rfile.read(length)
+            body = json.dumps({"type": "error", "error": {
+                "type": "authentication_error", "message": "invalid x-api-key"}}).encode()
+            self.send_response(401)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = _refuse
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _write(path: Path, text: str) -> None:
+    path.write_text(text)
+
+
+def _corrupt_sqlite_task(path: Path, task_id: str, *, status: str = "running") -> None:
+    store = open_store(f"sqlite:///{path}")
+    store.save(Checkpoint(task_id=task_id, status=status,  # type: ignore[arg-type]
+                          messages=[{"role": "user", "content": "go"}]))
+    store.close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE messages SET body = ? WHERE task_id = ?", (b"\x00 not json", task_id))
+
+
+# -- point 6: one table of every CLI error path -----------------------------------------------
+
+
+@dataclass(frozen=True)
+class ErrorPath:
+    name: str
+    argv: list[str | bytes]
+    says: str  # a part of the error line (what is wrong, or what to do)
+    setup: Callable[[Path], None] | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    status: int = 1
+
+
+ERROR_PATHS = [
+    ErrorPath("empty goal", ["run", "--task-id", "t", "--goal", "", "--store", "sqlite:///c.db"],
+              "the goal is empty"),
+    ErrorPath("blank goal", ["run", "--task-id", "t", "--goal", "  \n", "--store", "sqlite:///c.db"],
+              "the goal is empty"),
+    ErrorPath("empty task id", ["run", "--task-id", "", "--goal", "g", "--store", "sqlite:///c.db"],
+              "the task id is empty"),
+    ErrorPath("blank task id", ["status", " ", "--store", "memory://"], "the task id is empty"),
+    ErrorPath("task id not UTF-8", ["status", b"t\xff", "--store", "memory://", "--json"],
+              "is not valid UTF-8"),
+    ErrorPath("task id not UTF-8 (run)", ["run", "--task-id", b"\xfe", "--goal", "g",
+                                          "--store", "sqlite:///c.db"], "is not valid UTF-8"),
+    ErrorPath("goal not UTF-8", ["run", "--task-id", "t", "--goal", b"g\xff",
+                                 "--store", "sqlite:///c.db"], "is not valid UTF-8"),
+    ErrorPath("typo in a PostgreSQL URL parameter",
+              ["list", "--store", "postgresql://127.0.0.1/test?tabel_prefix=x_", "--json"],
+              "tabel_prefix"),
+    ErrorPath("typo in a Redis URL parameter", ["list", "--store", "{redis}?kye_prefix=x:"],
+              "kye_prefix"),
+    ErrorPath("Redis database index out of range", ["list", "--store", "{redis_host}/99"], "99"),
+    ErrorPath("prune duration past the calendar",
+              ["prune", "--older-than", "99999999999d", "--store", "memory://", "--json"],
+              "give a shorter duration"),
+    ErrorPath("demo on a memory store", ["demo", "--store", "memory://", "--json"],
+              "cannot survive that"),
+    ErrorPath("run --model with a key the API refuses",
+              ["run", "--task-id", "t", "--goal", "g", "--model", "claude-x",
+               "--store", "sqlite:///c.db", "--json"],
+              "refused the API key", env={"ANTHROPIC_API_KEY": "bogus",
+                                          "ANTHROPIC_BASE_URL": "{refusing_api}"}),
+    ErrorPath("run --model with the API unreachable",
+              ["run", "--task-id", "t", "--goal", "g", "--model", "claude-x",
+               "--store", "sqlite:///c.db"],
+              "cannot reach the Messages API", env={"ANTHROPIC_API_KEY": "bogus",
+                                                    "ANTHROPIC_BASE_URL": "{closed}"}),
+    ErrorPath("run --model without a key",
+              ["run", "--task-id", "t", "--goal", "g", "--model", "claude-x", "--store", "memory://"],
+              "needs ANTHROPIC_API_KEY"),
+    ErrorPath("the API unreachable mid-run",
+              ["run", "--task-id", "t", "--goal", "g", "--base-url", "{closed}",
+               "--store", "sqlite:///c.db", "--json"],
+              "run the same command again to resume it"),
+    ErrorPath("unknown store scheme", ["list", "--store", "bogus://x"], "unknown store scheme"),
+    ErrorPath("missing task", ["status", "missing", "--store", "memory://"],
+              "no checkpoint for task 'missing'"),
+    ErrorPath("a file that is not a database", ["list", "--store", "sqlite:///bad.db"], "",
+              setup=lambda tmp: _write(tmp / "bad.db", "not a database")),
+    ErrorPath("mistyped SQLite path", ["inspect", "t", "--store", "sqlite:///tyop/c.db"],
+              "there is no store at"),
+    ErrorPath("Redis without AOF", ["run", "--task-id", "t", "--goal", "g",
+                                    "--store", "{redis}?key_prefix={prefix}"],
+              "--allow-volatile-store"),
+    ErrorPath("delete without --yes, stdin not a terminal",
+              ["delete", "t", "--store", "sqlite:///c.db"], "pass --yes",
+              setup=lambda tmp: _corrupt_sqlite_task(tmp / "c.db", "t")),
+    ErrorPath("delete a missing task", ["delete", "nope", "--yes", "--store", "memory://", "--json"],
+              "nothing deleted"),
+    ErrorPath("corrupt checkpoint", ["status", "t", "--store", "sqlite:///c.db", "--json"],
+              "python -m reference_agent delete t --store sqlite:///c.db",
+              setup=lambda tmp: _corrupt_sqlite_task(tmp / "c.db", "t")),
+    ErrorPath("a task that failed before", ["run", "--task-id", "t", "--goal", "g",
+                                            "--store", "sqlite:///c.db"],
+              "the task failed earlier",
+              setup=lambda tmp: _failed_task(tmp / "c.db", "t")),
+]
+
+
+def _failed_task(path: Path, task_id: str) -> None:
+    store = open_store(f"sqlite:///{path}")
+    store.save(Checkpoint(task_id=task_id, status="failed", messages=[{"role": "user", "content": "go"}],
+                          metadata={"reference_agent": {"failure": "refused", "failure_kind": "refusal"}}))
+    store.close()
+
+
+@pytest.mark.parametrize("path", ERROR_PATHS, ids=[p.name for p in ERROR_PATHS])
+def test_every_cli_error_path_is_one_error_line_and_a_non_zero_exit(
+    path: ErrorPath, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    values: dict[str, str] = {"closed": f"http://127.0.0.1:{_free_port()}",
+                              "prefix": f"clitest-{uuid.uuid4().hex[:8]}:"}
+    text = " ".join(str(a) for a in path.argv) + " ".join(path.env.values())
+    if "{redis" in text:
+        url = request.getfixturevalue("agentckpt_redis_url")
+        values["redis"] = url.split("?")[0]
+        values["redis_host"] = values["redis"].rsplit("/", 1)[0]
+    if "{refusing_api}" in text:
+        values["refusing_api"] = request.getfixturevalue("refusing_api")
+    if path.setup:
+        path.setup(tmp_path)
+    argv = [a.format(**values) if isinstance(a, str) else a for a in path.argv]
+    env = _env(**{k: v.format(**values) for k, v in path.env.items()})
+    before = sorted(p.name for p in tmp_path.iterdir())
+
+    done = _cli(argv, tmp_path, env)
+
+    lines = done.stderr.splitlines()
+    errors = [line for line in lines if line.startswith("error:")]
+    assert done.returncode == path.status, done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+    assert len(errors) == 1, done.stderr
+    assert path.says in errors[0]
+    if "--json" in argv:
+        reply = json.loads(done.stdout.splitlines()[-1])
+        assert reply["ok"] is False and reply["error"] == errors[0].removeprefix("error: ")
+    if path.name in ("empty goal", "blank goal", "empty task id", "mistyped SQLite path",
+                     "task id not UTF-8 (run)", "goal not UTF-8",
+                     "run --model with a key the API refuses", "run --model with the API unreachable"):
+        # Refused before anything was written: no store file, no directory.
+        assert sorted(p.name for p in tmp_path.iterdir()) == before
+    if path.name == "Redis without AOF":
+        store = open_store(f"{values['redis']}?key_prefix={values['prefix']}")
+        assert store.list_checkpoints() == []
+        store.close()
+
+
+def test_the_api_failing_mid_run_leaves_a_task_that_resumes(tmp_path: Path) -> None:
+    store = "sqlite:///c.db"
+    broken = _cli(["run", "--task-id", "t", "--goal", "g", "--store", store,
+                   "--base-url", f"http://127.0.0.1:{_free_port()}"], tmp_path)
+    assert broken.returncode == 1 and "resume" in broken.stderr
+    resumed = _cli(["run", "--task-id", "t", "--goal", "g", "--store", store, "--json"], tmp_path)
+    events = [json.loads(line) for line in resumed.stdout.splitlines()]
+    assert resumed.returncode == 0, resumed.stderr
+    assert events[0] == {"event": "loaded", "task_id": "t", "iteration": 0, "found": True,
+                         "version": 1, "status": "running"}
+    assert events[-1]["ok"] is True and events[-1]["answer"].startswith("Summary recorded")
+
+
+def _big_task(path: Path) -> None:
+    store = open_store(f"sqlite:///{path}")
+    messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i} " * 20}
+                for i in range(3000)]
+    store.save(Checkpoint(task_id="big", messages=messages))
+    store.close()
+
+
+@pytest.mark.parametrize("argv", [["inspect", "big"], ["run", "--task-id", "new", "--goal", "g", "--json"]])
+def test_output_into_a_reader_that_stops_early_exits_quietly(argv: list[str], tmp_path: Path) -> None:
+    _big_task(tmp_path / "c.db")
+    proc = subprocess.Popen(
+        [*AGENT, *argv, "--store", "sqlite:///c.db"], cwd=tmp_path, env=_env(),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.readline()
+    proc.stdout.close()  # what `| head -1` does
+    stderr = proc.stderr.read().decode()
+    status = proc.wait(timeout=90)
+    assert "Traceback" not in stderr and "Exception ignored" not in stderr, stderr
+    assert not [line for line in stderr.splitlines() if line.startswith("error:")]
+    assert status in (0, 1)
+    if argv[0] == "run":
+        # The reader went away; the task did not: it ran to its end.
+        store = open_store(f"sqlite:///{tmp_path / 'c.db'}")
+        assert store.load("new").status == "completed"  # type: ignore[union-attr]
+        store.close()
+
+
+# -- point 4: invalid input refused before anything is written; delete; prune -------------
+
+
+@pytest.mark.parametrize(
+    ("task_id", "goal", "says"),
+    [
+        ("t1", "", "the goal is empty"),
+        ("t1", " \t\n", "the goal is empty"),
+        ("", "do it", "the task id is empty"),
+        ("   ", "do it", "the task id is empty"),
+        ("t\udcff", "do it", "not valid UTF-8"),
+        ("t1", "do \udcfe it", "not valid UTF-8"),
+    ],
+)
+def test_run_refuses_invalid_input_before_writing_anything(task_id: str, goal: str, says: str) -> None:
+    store = open_store("memory://")
+    api = FakeMessagesAPI(PlanModel(Plan(steps=(), final_answer="done")))
+    with pytest.raises(ValueError, match=says):
+        run(task_id, goal, client=api.client(), store=store, tools=Toolbox([]))
+    assert store.list_checkpoints() == []
+    assert api.exchanges == []
+
+
+def test_delete_clears_a_corrupt_checkpoint_named_by_the_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    _corrupt_sqlite_task(tmp_path / "c.db", "t")
+    assert main(["run", "--task-id", "t", "--goal", "g", "--store", "sqlite:///c.db"]) == 1
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    command = error.split("to delete it: ")[1].rstrip(")")
+    assert command == "python -m reference_agent delete t --store sqlite:///c.db"
+    assert main([*shlex.split(command)[3:], "--yes"]) == 0
+    assert "deleted task 't'" in capsys.readouterr().out
+    assert main(["run", "--task-id", "t", "--goal", "g", "--store", "sqlite:///c.db"]) == 0
+    assert capsys.readouterr().out.startswith("Summary recorded")
+
+
+class _Terminal:
+    """stdin as a terminal, answering ``reply``."""
+
+    def __init__(self, reply: str) -> None:
+        self.reply = reply
+
+    def isatty(self) -> bool:
+        return True
+
+    def readline(self) -> str:
+        return self.reply
+
+
+@pytest.mark.parametrize(("reply", "status", "kept"), [("y\n", 0, False), ("n\n", 1, True), ("\n", 1, True)])
+def test_delete_asks_on_a_terminal_and_keeps_the_task_unless_told_yes(
+    reply: str, status: int, kept: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    assert main(["run", "--task-id", "t", "--goal", "g", "--store", url]) == 0
+    capsys.readouterr()
+    monkeypatch.setattr(sys, "stdin", _Terminal(reply))
+    assert main(["delete", "t", "--store", url]) == status
+    err = capsys.readouterr().err
+    assert "task 't': completed at iteration 7, 4 irreversible action(s) done" in err
+    store = open_store(url)
+    assert (store.load("t") is not None) == kept
+    store.close()
+
+
+def test_delete_refuses_without_yes_when_stdin_is_not_a_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    assert main(["run", "--task-id", "t", "--goal", "g", "--store", url]) == 0
+    monkeypatch.setattr(sys, "stdin", open(os.devnull))  # noqa: SIM115
+    assert main(["delete", "t", "--store", url]) == 1
+    assert "stdin is not a terminal: pass --yes" in capsys.readouterr().err
+    assert main(["delete", "t", "--store", url, "--yes", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[-1]) == {"ok": True, "deleted": "t"}
+
+
+def test_prune_skips_and_reports_a_corrupt_task_and_prunes_the_others(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import time
+
+    path = tmp_path / "c.db"
+    _corrupt_sqlite_task(path, "bad", status="completed")
+    store = open_store(f"sqlite:///{path}")
+    for task_id in ("done-1", "done-2"):
+        store.save(Checkpoint(task_id=task_id, status="completed"))
+    store.close()
+    time.sleep(0.2)
+    assert main(["prune", "--older-than", "0.1s", "--store", f"sqlite:///{path}", "--json"]) == 1
+    out, err = capsys.readouterr()
+    report = json.loads(out)
+    assert [r["task_id"] for r in report["pruned"]] == ["done-1", "done-2"]
+    assert [s["task_id"] for s in report["skipped"]] == ["bad"]
+    assert "skipped bad: unreadable" in err and "python -m reference_agent delete bad" in err
+    store = open_store(f"sqlite:///{path}")
+    assert [s.task_id for s in store.list_checkpoints()] == ["bad"]
+    store.close()
+
+
+# -- point 7: read-only commands create nothing -------------------------------------------------
+
+
+@pytest.mark.parametrize("argv", [["list"], ["status", "t"], ["inspect", "t"], ["delete", "t", "--yes"],
+                                  ["prune", "--older-than", "1d"]])
+def test_read_only_commands_on_a_mistyped_path_say_no_store_and_create_nothing(
+    argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("AGENTCKPT_STORE_URL", raising=False)
+    assert main([*argv, "--store", f"sqlite:///{tmp_path / 'tpyo' / 'deep' / 'c.db'}"]) == 1
+    assert "there is no store at" in capsys.readouterr().err
+    assert main(argv) == 1  # the default store of a directory that has none
+    assert "there is no store at sqlite:///.agentckpt/checkpoints.db" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+# -- point 8: a Redis without AOF ---------------------------------------------------------------
+
+
+def test_run_on_a_redis_without_aof_needs_the_explicit_opt_out_and_warns_once(
+    agentckpt_redis_url: str, tmp_path: Path
+) -> None:
+    prefix = f"clitest-{uuid.uuid4().hex[:8]}:"
+    url = f"{agentckpt_redis_url.split('?')[0]}?key_prefix={prefix}"
+    store = open_store(url)
+    if store.info().durable is not False:
+        store.close()
+        pytest.skip("the test Redis has AOF on")
+    try:
+        refused = _cli(["run", "--task-id", "t", "--goal", "g", "--store", url], tmp_path)
+        assert refused.returncode == 1 and "appendonly yes" in refused.stderr
+        assert store.list_checkpoints() == []
+        allowed = _cli(["run", "--task-id", "t", "--goal", "g", "--store", url,
+                        "--allow-volatile-store"], tmp_path)
+        assert allowed.returncode == 0, allowed.stderr
+        warned = [line for line in allowed.stderr.splitlines() if "restart" in line]
+        assert len(warned) == 1 and warned[0].startswith("warning:")
+        assert "RedisNotDurableWarning" not in allowed.stderr
+        # Reading is harmless: no refusal, no warning.
+        listed = _cli(["list", "--store", url], tmp_path)
+        assert listed.returncode == 0 and listed.stderr == "" and "completed" in listed.stdout
+    finally:
+        store.delete("t")
+        store.close()
+
+
+def test_run_on_a_redis_with_aof_goes_ahead_without_a_warning(tmp_path: Path) -> None:
+    from pytest_agentckpt.services.redis import PrivateRedis
+
+    try:
+        server = PrivateRedis(tmp_path / "redis", appendonly=True)
+        server.start()
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
+    try:
+        done = _cli(["run", "--task-id", "t", "--goal", "g", "--store", server.url], tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert "warning" not in done.stderr.lower()
+        assert done.stdout.startswith("Summary recorded")
+    finally:
+        server.stop()
+
+
+# -- point 9: Ctrl-C and SIGTERM record the outcome they hold -----------------------------------
+
+
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_right_after_an_unkeyed_effect_records_its_outcome_and_resume_does_not_repeat_it(
+    signum: int, status: int, tmp_path: Path
+) -> None:
+    store_url = "sqlite:///c.db"
+    command = [*AGENT, "run", "--task-id", "t", "--goal", "g", "--store", store_url,
+               "--world", "world.db", "--json"]
+    proc = subprocess.Popen(
+        [*command, "--hold-at", "tool_call:create_file:1"], cwd=tmp_path, env=_env(),
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    for line in proc.stdout:
+        if json.loads(line)["event"] == "held":
+            break
+    # create_file (no idempotency key) took effect; its outcome is not saved yet.
+    proc.send_signal(signum)
+    proc.stdin.close()
+    stderr = proc.stderr.read()
+    assert proc.wait(timeout=60) == status, stderr
+    assert "Traceback" not in stderr and "keeps its last checkpoint" in stderr
+    store = open_store(f"sqlite:///{tmp_path / 'c.db'}")
+    stored = store.load("t")
+    store.close()
+    assert stored is not None
+    assert [(a.tool_name, a.state) for a in stored.actions] == [("write_record", "done"),
+                                                                ("create_file", "done")]
+    resumed = subprocess.run(command, cwd=tmp_path, env=_env(), capture_output=True, text=True,
+                             timeout=90)
+    assert resumed.returncode == 0, resumed.stderr
+    settled = [json.loads(line) for line in resumed.stdout.splitlines()]
+    assert [e["outcome"] for e in settled if e.get("tool") == "create_file"] == ["from_ledger"]
+    world = World(tmp_path / "world.db")
+    assert len(world.effects("create_file")) == 1
+    world.close()
+
+
+def _signal_twice(reached: list[str]) -> None:
+    from reference_agent.agent import _signals_held
+
+    with _signals_held():
+        os.kill(os.getpid(), signal.SIGINT)
+        reached.append("held once")
+        os.kill(os.getpid(), signal.SIGINT)
+        reached.append("not reached")
+
+
+def _signal_once(reached: list[str]) -> None:
+    from reference_agent.agent import _signals_held
+
+    with _signals_held():
+        os.kill(os.getpid(), signal.SIGINT)
+        reached.append("the action finished")
+    reached.append("not reached")
+
+
+def test_a_second_signal_during_an_action_is_delivered_at_once() -> None:
+    reached: list[str] = []
+    with pytest.raises(KeyboardInterrupt):
+        _signal_twice(reached)
+    assert reached == ["held once"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_held_signal_is_delivered_when_the_action_is_recorded() -> None:
+    reached: list[str] = []
+    with pytest.raises(KeyboardInterrupt):
+        _signal_once(reached)
+    assert reached == ["the action finished"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+# -- point 13: the demo's Reproduce line replays the scenario ------------------------------------
+
+
+def test_the_demo_reproduce_line_replays_the_same_scenario(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'demo.db'}"
+    first = _cli(["demo", "--seed", "11", "--kills", "2", "--store", store], tmp_path, timeout=180)
+    assert first.returncode == 0, first.stderr
+    line = re.search(r"Reproduce: (.+)$", first.stdout, re.M)
+    assert line is not None
+    words = shlex.split(line[1])
+    assert words[:3] == ["python", "-m", "reference_agent"]
+    kills = re.findall(r"^  kill \d+: (.+)$", first.stdout, re.M)
+    assert len(kills) == 2
+    replay = _cli([*words[3:], "--json"], tmp_path, timeout=180)
+    assert replay.returncode == 0, replay.stderr
+    report = json.loads(replay.stdout)
+    assert report["kill_descriptions"] == kills
+    assert (report["seed"], report["store"], report["reproduce"]) == (11, store, line[1])
+
+
+def test_a_sqlite_store_that_chose_synchronous_normal_is_not_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It survives a process crash (only a power loss may drop its last saves): the URL chose it.
+    url = f"sqlite:///{tmp_path / 'c.db'}?synchronous=normal"
+    assert main(["run", "--task-id", "t", "--goal", "g", "--store", url]) == 0
+    assert "warning" not in capsys.readouterr().err
