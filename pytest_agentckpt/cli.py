@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
@@ -69,17 +70,26 @@ def _certify(args: argparse.Namespace) -> int:
     try:
         # The run checks the store before it writes anything: a factory that fails or a
         # store holding someone's checkpoints stops it here, with nothing touched.
-        report = certify(
-            factory,
-            quick=args.quick,
-            seed=args.seed,
-            only=only or None,
-            figures=not args.no_figures,
-            progress=_progress(sys.stderr),  # type: ignore[arg-type]
-            scratch=args.scratch,
-        )
+        # Warnings (a Redis without AOF) come once each, after the progress lines.
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            report = certify(
+                factory,
+                quick=args.quick,
+                seed=args.seed,
+                only=only or None,
+                figures=not args.no_figures,
+                progress=_progress(sys.stderr),  # type: ignore[arg-type]
+                scratch=args.scratch,
+            )
     except (FactoryError, StoreNotEmptyError) as exc:
         raise _UsageError(str(exc)) from None
+    # One line per kind of warning: every namespace's store gives the same one.
+    first: dict[tuple[type[Warning], str, int], str] = {}
+    for w in caught:
+        first.setdefault((w.category, w.filename, w.lineno), str(w.message))
+    for message in first.values():
+        print(f"warning: {message}", file=sys.stderr)
     print(to_text(report, strict=args.strict))
     if args.json:
         Path(args.json).write_text(to_json(report, strict=args.strict) + "\n", encoding="utf-8")

@@ -15,6 +15,7 @@ import contextlib
 import multiprocessing
 import time
 import traceback
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +42,7 @@ class Sharing:
 
 def _probe_child(spec: str, namespace: str, task_id: str, conn: Any) -> None:
     """Child-process entry point: save one checkpoint, then do what the parent says."""
+    warnings.simplefilter("ignore")  # the parent reports the store's warnings, once
     try:
         store = StoreFactory.from_spec(spec).make(namespace)
         store.save(Checkpoint(task_id=task_id, goal="saved by a child process"))

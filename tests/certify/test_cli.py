@@ -98,3 +98,16 @@ def test_a_store_whose_required_contracts_are_not_checkable_exits_3_strict_or_no
     assert "NOT CERTIFIED (exit 3)" in out
     assert "needs a certify_corrupt(task_id) hook" in out
     assert main([*args, "--strict"]) == 3
+
+
+def test_a_store_warning_is_printed_once_after_the_progress_not_in_its_middle(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["certify", "tests.certify.user_stores:make_warning", "--quick", "--no-figures",
+                 "--only", "compare_and_set,delete_idempotent,no_aliasing"])
+    assert code == 0
+    err = capsys.readouterr().err.splitlines()
+    warned = [i for i, line in enumerate(err) if line.startswith("warning: store ")]
+    assert len(warned) == 1, err
+    assert warned[0] > max(i for i, line in enumerate(err) if "no_aliasing" in line)
+    assert err[warned[0]].endswith("is not durable")

@@ -29,3 +29,11 @@ _IN_THIS_PROCESS: dict[str, MemoryStore] = {}
 
 def make_process_local(namespace: str) -> CheckpointStore:
     return _IN_THIS_PROCESS.setdefault(namespace, MemoryStore(namespace))
+
+
+def make_warning(namespace: str) -> CheckpointStore:
+    """Warns on every open, as a Redis store without AOF does (with its own URL in it)."""
+    import warnings
+
+    warnings.warn(f"store {namespace} is not durable", UserWarning, stacklevel=1)
+    return MemoryStore(namespace)
