@@ -61,6 +61,10 @@ def _certify(args: argparse.Namespace) -> int:
         factory = StoreFactory.from_spec(args.factory)
     except FactoryError as exc:
         raise _UsageError(str(exc)) from None
+    except Exception as exc:  # the module raised while it was imported
+        raise _UsageError(
+            f"importing {args.factory} failed: {type(exc).__name__}: {exc}"
+        ) from None
     print(
         f"certifying {args.factory}{' (quick)' if args.quick else ''}"
         + (f", seed {args.seed}" if args.seed is not None else "")

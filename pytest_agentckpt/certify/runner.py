@@ -25,7 +25,7 @@ from .context import (
     NotCheckable,
 )
 from .contracts import CONTRACTS, Contract, contract_by_id
-from .factory import StoreFactory
+from .factory import FactoryError, StoreFactory
 from .figures import measure_figures
 
 __all__ = [
@@ -236,7 +236,12 @@ def certify(
     started = time.monotonic()
     try:
         probe = ctx.prepare()
-        info = probe.info()
+        try:
+            info = probe.info()
+        except Exception as exc:
+            raise FactoryError(
+                f"{factory.spec} made a store whose info() failed: {type(exc).__name__}: {exc}"
+            ) from None
         report = CertificationReport(
             factory=factory.spec, backend=info.backend, store_url=info.url, seed=seed, quick=quick,
             started_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
