@@ -5,20 +5,23 @@
     $ agentckpt certify mypackage.stores:make_store --quick --json report.json
 
 Each subcommand is a function registered in :func:`build_parser`; ``main`` returns the
-exit code: 0 success, 1 a required contract failed, 2 a usage error.
+exit code: 0 certified, 1 a required contract failed, 2 a usage error or a store refused
+because it holds checkpoints certification did not write, 3 not certified because
+required contracts could not be checked.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
 __all__ = ["build_parser", "main"]
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_CHECKABLE = 0, 1, 2, 3
 
 
 class _UsageError(Exception):
@@ -42,9 +45,7 @@ def _progress(stream: TextIO) -> object:
 
 
 def _certify(args: argparse.Namespace) -> int:
-    from .certify import CONTRACTS, FactoryError, StoreFactory, certify
-    from .certify.factory import new_namespace
-    from .certify.hooks import hooks_for
+    from .certify import CONTRACTS, FactoryError, StoreFactory, StoreNotEmptyError, certify
     from .certify.report import to_json, to_markdown, to_text
 
     known = {c.id for c in CONTRACTS}
@@ -58,35 +59,46 @@ def _certify(args: argparse.Namespace) -> int:
         sys.path.insert(0, str(Path.cwd()))
     try:
         factory = StoreFactory.from_spec(args.factory)
-        probe = factory.make(new_namespace())
-        purge = hooks_for(probe).purge
-        if purge is not None:  # the probe leaves nothing behind on a shared server
-            purge()
-        probe.close()
     except FactoryError as exc:
         raise _UsageError(str(exc)) from None
-    except Exception as exc:
+    except Exception as exc:  # the module raised while it was imported
         raise _UsageError(
-            f"{args.factory} failed to make a store: {type(exc).__name__}: {exc}"
+            f"importing {args.factory} failed: {type(exc).__name__}: {exc}"
         ) from None
     print(
         f"certifying {args.factory}{' (quick)' if args.quick else ''}"
-        + (f", seed {args.seed}" if args.seed is not None else ""),
+        + (f", seed {args.seed}" if args.seed is not None else "")
+        + (" on a scratch store" if args.scratch else ""),
         file=sys.stderr,
     )
-    report = certify(
-        factory,
-        quick=args.quick,
-        seed=args.seed,
-        only=only or None,
-        figures=not args.no_figures,
-        progress=_progress(sys.stderr),  # type: ignore[arg-type]
-    )
-    print(to_text(report))
+    try:
+        # The run checks the store before it writes anything: a factory that fails or a
+        # store holding someone's checkpoints stops it here, with nothing touched.
+        # Warnings (a Redis without AOF) come once each, after the progress lines.
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            report = certify(
+                factory,
+                quick=args.quick,
+                seed=args.seed,
+                only=only or None,
+                figures=not args.no_figures,
+                progress=_progress(sys.stderr),  # type: ignore[arg-type]
+                scratch=args.scratch,
+            )
+    except (FactoryError, StoreNotEmptyError) as exc:
+        raise _UsageError(str(exc)) from None
+    # One line per kind of warning: every namespace's store gives the same one.
+    first: dict[tuple[type[Warning], str, int], str] = {}
+    for w in caught:
+        first.setdefault((w.category, w.filename, w.lineno), str(w.message))
+    for message in first.values():
+        print(f"warning: {message}", file=sys.stderr)
+    print(to_text(report, strict=args.strict))
     if args.json:
-        Path(args.json).write_text(to_json(report) + "\n", encoding="utf-8")
+        Path(args.json).write_text(to_json(report, strict=args.strict) + "\n", encoding="utf-8")
     if args.markdown:
-        Path(args.markdown).write_text(to_markdown(report), encoding="utf-8")
+        Path(args.markdown).write_text(to_markdown(report, strict=args.strict), encoding="utf-8")
     return report.exit_code(strict=args.strict)
 
 
@@ -105,8 +117,12 @@ def build_parser() -> argparse.ArgumentParser:
             "Run the contract suite against stores made by MODULE:FACTORY. FACTORY returns a "
             "fresh CheckpointStore; if it takes one argument (a namespace string), instances "
             "with the same namespace must share data and different namespaces must not "
-            "collide. Exit status: 0 every required contract passed, 1 one failed, 2 usage "
-            "error."
+            "collide. Certification works in namespaces of its own, deletes only what it "
+            "wrote, and refuses a store that already holds checkpoints it did not write "
+            "(unless --scratch). Exit status: 0 certified (every required contract checked "
+            "and passed), 1 a required contract failed, 2 usage error or store refused, 3 not "
+            "certified: required contracts could not be checked (the report says which hooks "
+            "or setup they need)."
         ),
         epilog=(
             "examples:\n"
@@ -126,7 +142,11 @@ def build_parser() -> argparse.ArgumentParser:
     certify.add_argument("--only", metavar="IDS",
                          help="comma-separated contract ids to run (default: all)")
     certify.add_argument("--strict", action="store_true",
-                         help="also fail (exit 1) when a required contract is not checkable")
+                         help="hold the optional contracts the store declares to the same rule "
+                              "(exit 1 if one fails, 3 if one is not checkable)")
+    certify.add_argument("--scratch", action="store_true",
+                         help="the store is scratch: run even if it holds checkpoints "
+                              "certification did not write (it still deletes only its own)")
     certify.add_argument("--no-figures", action="store_true", help="skip the latency figures")
     certify.set_defaults(handler=_certify)
     return parser

@@ -14,6 +14,7 @@ import queue as queue_module
 import threading
 import time
 import traceback
+import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -169,6 +170,7 @@ def _process_writer(
     results: Any,
 ) -> None:
     """Child-process entry point (importable, as ``spawn`` requires)."""
+    warnings.simplefilter("ignore")  # the parent reports the store's warnings, once
     try:
         store = StoreFactory.from_spec(spec).make(namespace)
         ready.put(worker)

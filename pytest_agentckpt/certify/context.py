@@ -15,9 +15,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from stores import CheckpointStore
+from stores import Checkpoint, CheckpointStore
 
-from .factory import StoreFactory, new_namespace
+from .factory import (
+    FactoryError,
+    StoreFactory,
+    StoreNotEmptyError,
+    is_certify_task,
+    new_namespace,
+    new_run_id,
+)
 from .hooks import StoreHooks, hooks_for
 
 __all__ = [
@@ -44,7 +51,15 @@ class ContractFailed(AssertionError):
 
 
 class NotCheckable(Exception):
-    """The contract cannot be checked for this store (a hook is missing): not a pass."""
+    """The contract cannot be checked for this store, or the run saw no evidence: not a pass.
+
+    ``needs`` names briefly what would make it checkable (a hook, a store shared across
+    processes); the message says how to provide it.
+    """
+
+    def __init__(self, message: str, needs: str = "") -> None:
+        super().__init__(message)
+        self.needs = needs
 
 
 class NotApplicable(Exception):
@@ -102,29 +117,142 @@ FULL = Budget(
 
 
 @dataclass
+class _Made:
+    """A store the run made; ``purgeable`` if its namespace was new and held nothing then."""
+
+    store: CheckpointStore
+    namespace: str
+    purgeable: bool
+
+
+@dataclass
 class CertifyContext:
     """Shared state of one certification run.
 
     Every store it makes is in a namespace of its own unless asked for a given one, and
-    every task id starts with ``run_id``, so runs never see each other's data.
+    every task id starts with ``run_id``, so runs never see each other's data. A store
+    that already holds checkpoints the suite did not write is refused
+    (:class:`~.factory.StoreNotEmptyError`) unless ``scratch`` is set; either way the run
+    deletes only what it wrote, and purges a namespace whole only when the factory keeps
+    namespaces apart and that namespace was empty when the run made it.
+
+    >>> from pytest_agentckpt.certify.factory import StoreFactory
+    >>> ctx = CertifyContext(StoreFactory.from_spec("pytest_agentckpt.certify.builtin:memory"),
+    ...                      seed=1, budget=QUICK)
+    >>> ctx.prepare().info().backend, ctx.namespaces_isolated
+    ('memory', True)
+    >>> ctx.close()
     """
 
     factory: StoreFactory
     seed: int
     budget: Budget
-    run_id: str = field(default_factory=new_namespace)
+    scratch: bool = False
+    #: How the refusal message tells the user to declare the store scratch.
+    scratch_hint: str = "--scratch"
+    run_id: str = field(default_factory=new_run_id)
     figures: dict[str, Any] = field(default_factory=dict)
-    _stores: list[CheckpointStore] = field(default_factory=list)
+    #: Set by :meth:`prepare`: stores made with different namespaces do not share data.
+    namespaces_isolated: bool = False
+    #: The refusal, once a store with someone else's checkpoints was met.
+    refusal: StoreNotEmptyError | None = None
+    _made: list[_Made] = field(default_factory=list)
+    _namespaces: set[str] = field(default_factory=set)
     _counter: itertools.count[int] = field(default_factory=itertools.count)
     _memo: dict[str, Any] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def new_store(self, namespace: str | None = None) -> CheckpointStore:
-        """A fresh store instance from the factory, closed when the run ends."""
-        store = self.factory.make(namespace or new_namespace())
+        """A fresh store instance from the factory, cleaned up and closed when the run ends.
+
+        A store in a namespace the run has not used yet is listed first: checkpoints
+        that no certification run wrote raise :class:`~.factory.StoreNotEmptyError`
+        (unless ``scratch``), so the run never writes beside someone's data unasked.
+        """
         with self._lock:
-            self._stores.append(store)
+            fresh = namespace is None or namespace not in self._namespaces
+        chosen = namespace or new_namespace()
+        store = self.factory.make(chosen)
+        made = _Made(store, chosen, purgeable=False)
+        with self._lock:
+            self._namespaces.add(chosen)
+            self._made.append(made)
+        if not fresh:
+            return store
+        try:
+            held = [summary.task_id for summary in store.list_checkpoints()]
+        except Exception as exc:
+            if self.scratch:
+                return store  # not known to be empty: never purged whole
+            raise FactoryError(
+                f"listing a new store from {self.factory.spec} failed ({type(exc).__name__}: "
+                f"{exc}); certification lists every store before writing to make sure it holds "
+                f"no one else's checkpoints (pass {self.scratch_hint} to skip that on a scratch "
+                "store)"
+            ) from None
+        made.purgeable = not held
+        foreign = [task_id for task_id in held if not is_certify_task(task_id)]
+        if foreign and not self.scratch:
+            refusal = StoreNotEmptyError(self._refusal_message(store, foreign), foreign[:5])
+            with self._lock:
+                self.refusal = self.refusal or refusal
+            raise refusal
         return store
+
+    def _refusal_message(self, store: CheckpointStore, foreign: list[str]) -> str:
+        try:
+            info = store.info()
+            where = f" ({info.backend}: {info.url})"
+        except Exception:  # the message matters more than the location
+            where = ""
+        shown = ", ".join(repr(task_id) for task_id in foreign[:3])
+        more = f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
+        return (
+            f"{self.factory.spec} makes a store{where} that already holds checkpoints "
+            f"certification did not write ({shown}{more}); it refuses to run there, since it "
+            "saves, kills writers mid-save and deletes what it wrote. Give it an empty "
+            "namespace of its own: let the factory take a namespace argument and put it into "
+            "the store's location (a fresh SQLite file, a PostgreSQL table_prefix, a Redis "
+            "key_prefix, an S3 prefix; pytest_agentckpt.certify.builtin:from_env does this for "
+            f"the URL in $AGENTCKPT_CERTIFY_URL), or pass {self.scratch_hint} if the store is "
+            "scratch and certification may write beside what it holds (it still deletes only "
+            "what it wrote)."
+        )
+
+    def prepare(self) -> CheckpointStore:
+        """Check the factory and the store before any contract; return a first store.
+
+        Raises :class:`~.factory.FactoryError` when the factory fails and
+        :class:`~.factory.StoreNotEmptyError` when the store holds someone else's data.
+        It also finds out whether namespaces are kept apart (``namespaces_isolated``):
+        only then may the run purge the namespaces it made.
+        """
+
+        def make() -> CheckpointStore:
+            try:
+                return self.new_store()
+            except (FactoryError, StoreNotEmptyError):
+                raise
+            except Exception as exc:
+                raise FactoryError(
+                    f"{self.factory.spec} failed to make a store: {type(exc).__name__}: {exc}"
+                ) from None
+
+        first = make()
+        if self.factory.takes_namespace:
+            second = make()
+            probe = self.task_id("isolation")
+            try:
+                first.save(Checkpoint(task_id=probe, goal="do namespaces share data?"))
+                self.namespaces_isolated = second.load(probe) is None and not any(
+                    summary.task_id == probe for summary in second.list_checkpoints()
+                )
+            except Exception:  # a broken store: the contracts will say how; purge nothing
+                self.namespaces_isolated = False
+            finally:
+                with contextlib.suppress(Exception):
+                    first.delete(probe)
+        return first
 
     def task_id(self, name: str) -> str:
         """A task id unique to this run."""
@@ -148,16 +276,43 @@ class CertifyContext:
             self._memo.setdefault(key, value)
             return self._memo[key]  # type: ignore[no-any-return]
 
-    def close(self) -> None:
-        """Close every store this run made (errors on close are not the contracts' business)."""
-        with self._lock:
-            stores, self._stores = self._stores, []
-        for store in stores:
-            # Leave nothing behind on a shared server; a failing clean-up or close must
-            # not hide the results.
-            purge = hooks_for(store).purge
-            if purge is not None:
+    def _delete_own(self, store: CheckpointStore) -> None:
+        """Delete this run's checkpoints from ``store``, and nothing else."""
+        mine = self.run_id + "-"
+        for summary in store.list_checkpoints():
+            if summary.task_id.startswith(mine):
                 with contextlib.suppress(Exception):
-                    purge()
+                    store.delete(summary.task_id)
+
+    def close(self) -> None:
+        """Remove what the run wrote and close every store it made.
+
+        A namespace is purged whole (the store's purge hook) only if the factory keeps
+        namespaces apart and the namespace held nothing when the run made it; everywhere
+        else the run deletes its own task ids one by one. Errors in clean-up or close
+        must not hide the results, so they are suppressed.
+        """
+        with self._lock:
+            made, self._made = self._made, []
+        purged: list[tuple[_Made, Callable[[], None]]] = []
+        for entry in made:
+            purge = hooks_for(entry.store).purge if entry.purgeable and self.namespaces_isolated else None
+            if purge is not None:
+                purged.append((entry, purge))
+        whole = {entry.namespace for entry, _ in purged}
+        for entry in made:
+            if any(entry is p for p, _ in purged):
+                continue
+            if entry.namespace not in whole:
+                with contextlib.suppress(Exception):
+                    self._delete_own(entry.store)
             with contextlib.suppress(Exception):
-                store.close()
+                entry.store.close()
+        for entry, purge in purged:
+            try:
+                purge()
+            except Exception:
+                with contextlib.suppress(Exception):
+                    self._delete_own(entry.store)
+            with contextlib.suppress(Exception):
+                entry.store.close()

@@ -40,6 +40,7 @@ from .crash import KillExperiment, run_kill_experiment
 from .factory import new_namespace
 from .generators import checkpoints, deep_value, every_block_type_messages
 from .restart import check_durable_restart
+from .sharing import needs_cross_process
 
 __all__ = ["CONTRACTS", "Contract", "contract_by_id"]
 
@@ -126,9 +127,11 @@ def _hypothesis_failures(ctx: CertifyContext, contract_id: str) -> Iterator[None
 
 def _needs_shared(ctx: CertifyContext) -> None:
     if not _shared_instances(ctx):
-        raise NotApplicable(
-            "two instances from the factory with the same namespace do not share data "
-            "(an in-process store): there is no other instance or process to race or crash"
+        raise NotCheckable(
+            "two instances from the factory with the same namespace do not share data (a "
+            "save by one is not loaded by the other), so there is no other instance to read "
+            "from: make the factory return instances that share data for the same namespace",
+            needs="instances that share data for the same namespace",
         )
 
 
@@ -370,6 +373,13 @@ def _lost_update_verdict(ctx: CertifyContext, contract_id: str, initial: Checkpo
             "\n".join([*problems[1:], f"store errors seen: {errors}" if errors else ""]).strip(),
             ctx.reproduce(contract_id),
         )
+    if conflicts == 0:
+        # Writers that never collided prove nothing about compare-and-set under a race.
+        raise NotCheckable(
+            f"{how}: {successes} saves and not one conflict, so the writers never raced "
+            "(the lockstep rounds did not line up); run it again",
+            needs="writers that race",
+        )
     return f"{how}: {successes} acknowledged saves, {conflicts} conflicts, no update lost"
 
 
@@ -386,7 +396,7 @@ def check_concurrent_threads(ctx: CertifyContext) -> str:
 
 
 def check_concurrent_processes(ctx: CertifyContext) -> str:
-    _needs_shared(ctx)
+    needs_cross_process(ctx)
     namespace = new_namespace()
     store = ctx.new_store(namespace)
     initial = store.save(Checkpoint(task_id=ctx.task_id("procs"), goal="race"))
@@ -403,12 +413,13 @@ def check_concurrent_processes(ctx: CertifyContext) -> str:
 
 
 def _kills(ctx: CertifyContext) -> KillExperiment:
-    _needs_shared(ctx)
+    needs_cross_process(ctx)
     return ctx.memo("kills", lambda: run_kill_experiment(ctx))
 
 
 def check_atomic_under_kill(ctx: CertifyContext) -> str:
     experiment = _kills(ctx)
+    judged = 0
     for kill in experiment.rounds:
         where = f"writer killed {kill.delay * 1000:.0f} ms after its first save ({kill.task_id})"
         if kill.load_error:
@@ -421,14 +432,26 @@ def check_atomic_under_kill(ctx: CertifyContext) -> str:
                 f"after a {where}, the loaded checkpoint mixes two saves", kill.mix,
                 ctx.reproduce("atomic_under_kill"),
             )
-    return f"{len(experiment.rounds)} SIGKILLs mid-save: every load was one whole save"
+        # Evidence is a checkpoint loaded after a kill that landed while the writer saved.
+        if kill.loaded_version is not None and not kill.finished_before_kill:
+            judged += 1
+    if judged == 0:
+        raise NotCheckable(
+            f"none of {len(experiment.rounds)} kills left a checkpoint to judge (every load "
+            "after a kill found nothing, or the writer had finished before it): no evidence "
+            "that a save is atomic",
+            needs="kills that leave a checkpoint",
+        )
+    return f"{judged} SIGKILLs mid-save: every load was one whole save"
 
 
 def check_acknowledged_survive_kill(ctx: CertifyContext) -> str:
     experiment = _kills(ctx)
+    judged = 0
     for kill in experiment.rounds:
         if kill.load_error:
             continue  # judged by atomic_under_kill
+        judged += 1
         if kill.loaded_version is None or kill.loaded_version < kill.last_ack:
             found = "nothing" if kill.loaded_version is None else f"version {kill.loaded_version}"
             raise ContractFailed(
@@ -437,7 +460,13 @@ def check_acknowledged_survive_kill(ctx: CertifyContext) -> str:
                 f"task {kill.task_id}, killed {kill.delay * 1000:.0f} ms after its first save",
                 ctx.reproduce("acknowledged_survive_kill"),
             )
-    return f"{len(experiment.rounds)} SIGKILLs: every acknowledged save was there afterwards"
+    if judged == 0:
+        raise NotCheckable(
+            f"no checkpoint loaded after any of {len(experiment.rounds)} kills: no evidence "
+            "(see atomic_under_kill)",
+            needs="kills that leave a checkpoint",
+        )
+    return f"{judged} SIGKILLs: every acknowledged save was there afterwards"
 
 
 def check_fresh_reads(ctx: CertifyContext) -> str:
@@ -462,25 +491,34 @@ def check_corruption_reported(ctx: CertifyContext) -> str:
     hooks = ctx.hooks(store)
     if hooks.corrupt is None:
         raise NotCheckable(
-            "the store offers no certify_corrupt(task_id) hook to damage its stored bytes"
+            "the store offers no certify_corrupt(task_id) hook, so the suite cannot damage its "
+            "stored bytes: add a method certify_corrupt(self, task_id) that overwrites the stored "
+            "checkpoint of task_id with undecodable bytes (see Hooks in the certify docs)",
+            needs="a certify_corrupt(task_id) hook",
         )
     task_id = ctx.task_id("corrupt")
     store.save(Checkpoint(task_id=task_id, goal="to be damaged", messages=[{"role": "user", "content": "hi"}]))
-    hooks.corrupt(task_id)
     try:
-        loaded = store.load(task_id)
-    except CorruptCheckpointError:
-        pass
-    except Exception as exc:
-        raise ContractFailed(
-            f"loading damaged data raised {type(exc).__name__}, not CorruptCheckpointError: {exc}"
-        ) from None
-    else:
-        what = "None (as if there were no checkpoint)" if loaded is None else "a checkpoint"
-        raise ContractFailed(
-            f"loading damaged data returned {what}: it must raise CorruptCheckpointError, or "
-            "the agent silently restarts from zero"
-        )
+        hooks.corrupt(task_id)
+        try:
+            loaded = store.load(task_id)
+        except CorruptCheckpointError:
+            pass
+        except Exception as exc:
+            raise ContractFailed(
+                f"loading damaged data raised {type(exc).__name__}, not CorruptCheckpointError: {exc}"
+            ) from None
+        else:
+            what = ("None (as if there were no checkpoint)" if loaded is None
+                    else "a checkpoint (did certify_corrupt damage the stored bytes?)")
+            raise ContractFailed(
+                f"loading damaged data returned {what}: it must raise CorruptCheckpointError, or "
+                "the agent silently restarts from zero"
+            )
+    finally:
+        # Damaged data may not list: delete it here rather than leave it to the clean-up.
+        with contextlib.suppress(Exception):
+            store.delete(task_id)
     return "damaged data raises CorruptCheckpointError"
 
 
@@ -489,20 +527,27 @@ def check_newer_schema_refused(ctx: CertifyContext) -> str:
     hooks = ctx.hooks(store)
     if hooks.bump_schema is None:
         raise NotCheckable(
-            "the store offers no certify_bump_schema(task_id) hook to write a newer schema version"
+            "the store offers no certify_bump_schema(task_id) hook, so the suite cannot write a "
+            "newer schema version: add a method certify_bump_schema(self, task_id) that rewrites "
+            "the stored head of task_id with schema_version + 1 (see Hooks in the certify docs)",
+            needs="a certify_bump_schema(task_id) hook",
         )
     task_id = ctx.task_id("schema")
     store.save(Checkpoint(task_id=task_id, goal="from the future"))
-    hooks.bump_schema(task_id)
     try:
-        loaded = store.load(task_id)
-    except UnsupportedSchemaVersionError:
-        return f"schema_version {SCHEMA_VERSION + 1} raises UnsupportedSchemaVersionError"
-    except Exception as exc:
-        raise ContractFailed(
-            f"loading schema_version {SCHEMA_VERSION + 1} raised {type(exc).__name__}, not "
-            f"UnsupportedSchemaVersionError: {exc}"
-        ) from None
+        hooks.bump_schema(task_id)
+        try:
+            loaded = store.load(task_id)
+        except UnsupportedSchemaVersionError:
+            return f"schema_version {SCHEMA_VERSION + 1} raises UnsupportedSchemaVersionError"
+        except Exception as exc:
+            raise ContractFailed(
+                f"loading schema_version {SCHEMA_VERSION + 1} raised {type(exc).__name__}, not "
+                f"UnsupportedSchemaVersionError: {exc}"
+            ) from None
+    finally:
+        with contextlib.suppress(Exception):
+            store.delete(task_id)
     what = "None" if loaded is None else f"a checkpoint (schema_version {loaded.schema_version})"
     raise ContractFailed(
         f"loading a checkpoint written with schema_version {SCHEMA_VERSION + 1} returned {what}: "
@@ -617,7 +662,11 @@ def check_incremental(ctx: CertifyContext) -> str:
     if "incremental" not in hooks.capabilities:
         raise NotApplicable("the store does not declare incremental saves")
     if hooks.bytes_written is None:
-        raise NotCheckable("the store declares incremental saves but exposes no bytes_written counter")
+        raise NotCheckable(
+            "the store declares incremental saves but exposes no bytes_written counter: add an "
+            "int attribute bytes_written that counts the bytes its saves write",
+            needs="a bytes_written counter",
+        )
     task_id = ctx.task_id("incr")
     message = {"role": "user", "content": "m" * 200}
     message_bytes = len(dumps(message))
@@ -630,6 +679,13 @@ def check_incremental(ctx: CertifyContext) -> str:
         per_save.append(hooks.bytes_written() - before)
         rewrite_cost += message_bytes * len(current.messages)
     total = sum(per_save)
+    if total <= 0:
+        # A counter that never moves would pass as "writes nothing": no evidence at all.
+        raise NotCheckable(
+            f"bytes_written did not grow over {len(per_save)} saves: the counter does not count "
+            "what the saves write, so their size cannot be judged",
+            needs="a bytes_written counter that counts",
+        )
     window = max(3, len(per_save) // 10)
     early = sum(per_save[:window]) / window
     late = sum(per_save[-window:]) / window

@@ -18,6 +18,7 @@ import random
 import signal
 import time
 import traceback
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,6 +57,7 @@ class KillExperiment:
 
 def _crash_writer(spec: str, namespace: str, task_id: str, conn: Any) -> None:
     """Child-process entry point: save generations, acknowledge each, until killed."""
+    warnings.simplefilter("ignore")  # the parent reports the store's warnings, once
     try:
         store = StoreFactory.from_spec(spec).make(namespace)
         for generation in range(1, MAX_GENERATIONS + 1):

@@ -10,22 +10,58 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import re
 import secrets
 from collections.abc import Callable
 from typing import Any
 
 from stores import CheckpointStore
 
-__all__ = ["FactoryError", "StoreFactory", "new_namespace"]
+__all__ = [
+    "FactoryError",
+    "StoreFactory",
+    "StoreNotEmptyError",
+    "is_certify_task",
+    "new_namespace",
+    "new_run_id",
+]
+
+#: Every task id a certification run writes starts with ``certify-`` and ten hex digits.
+_CERTIFY_TASK = re.compile(r"^certify-[0-9a-f]{10}-")
 
 
 class FactoryError(Exception):
     """The ``MODULE:FACTORY`` cannot be imported or does not make a checkpoint store."""
 
 
+class StoreNotEmptyError(Exception):
+    """The store already holds checkpoints certification did not write: it refuses to run.
+
+    ``task_ids`` are a few of them, to show the user which data it protected.
+    """
+
+    def __init__(self, message: str, task_ids: list[str]) -> None:
+        super().__init__(message)
+        self.task_ids = task_ids
+
+
 def new_namespace() -> str:
     """A namespace safe as a table prefix, a key prefix, an S3 prefix and a file name."""
     return "ckpt" + secrets.token_hex(5)
+
+
+def new_run_id() -> str:
+    """The prefix of every task id one certification run writes (see :func:`is_certify_task`)."""
+    return "certify-" + secrets.token_hex(5)
+
+
+def is_certify_task(task_id: str) -> bool:
+    """True for task ids a certification run writes (this run's or an earlier one's).
+
+    >>> is_certify_task(new_run_id() + "-rt-0"), is_certify_task("invoice-42")
+    (True, False)
+    """
+    return _CERTIFY_TASK.match(task_id) is not None
 
 
 def _takes_namespace(factory: Callable[..., Any]) -> bool:

@@ -8,7 +8,7 @@ from typing import Any
 
 from .runner import CertificationReport, ContractResult, Outcome
 
-__all__ = ["to_json", "to_markdown", "to_text"]
+__all__ = ["to_json", "to_markdown", "to_text", "verdict"]
 
 _MARKS = {
     Outcome.PASSED: "PASS",
@@ -19,16 +19,40 @@ _MARKS = {
 }
 
 
-def _verdict(report: CertificationReport) -> str:
-    failed = [r.contract for r in report.results if r.blocking]
-    unchecked = [r.contract for r in report.results
-                 if r.required and r.outcome is Outcome.NOT_CHECKABLE]
+def _judged(report: CertificationReport, strict: bool) -> list[ContractResult]:
+    """The results the verdict rests on: required ones, and declared optional ones if strict."""
+    return [r for r in report.results
+            if r.required or (strict and r.outcome is not Outcome.NOT_APPLICABLE)]
+
+
+def _unchecked(report: CertificationReport, strict: bool) -> list[ContractResult]:
+    return [r for r in _judged(report, strict)
+            if r.outcome in (Outcome.NOT_CHECKABLE, Outcome.NOT_APPLICABLE)]
+
+
+def verdict(report: CertificationReport, *, strict: bool = False) -> str:
+    """One line: certified, or which contracts failed and which could not be checked (and why).
+
+    >>> from pytest_agentckpt.certify import CertificationReport
+    >>> verdict(CertificationReport("m:f", "memory", "memory://", seed=1, quick=True))
+    'CERTIFIED: every required contract passed'
+    """
+    failed = [r.contract for r in _judged(report, strict)
+              if r.outcome in (Outcome.FAILED, Outcome.ERROR)]
+    unchecked = [f"{r.contract} (needs {r.needs})" if r.needs else r.contract
+                 for r in _unchecked(report, strict)]
+    code = report.exit_code(strict=strict)
+    kind = "required or declared contracts" if strict else "required contracts"
     if failed:
-        return f"NOT CERTIFIED: required contracts failed: {', '.join(failed)}"
+        line = f"NOT CERTIFIED: {kind} failed: {', '.join(failed)}"
+        if unchecked:
+            line += f"; not checkable: {', '.join(unchecked)}"
+        return line
     if unchecked:
-        return ("CERTIFIED, with required contracts not checkable (add the hooks): "
-                + ", ".join(unchecked))
-    return "CERTIFIED: every required contract passed"
+        return (f"NOT CERTIFIED (exit {code}): {kind} not checkable, so not shown to hold: "
+                + ", ".join(unchecked) + "; each NOT CHECKABLE note above says how to make it checkable")
+    return "CERTIFIED: every required contract passed" + (
+        " and every optional one it declares" if strict else "")
 
 
 def _latency_rows(report: CertificationReport) -> list[dict[str, Any]]:
@@ -40,7 +64,7 @@ def _bytes(value: Any) -> str:
     return "-" if value is None else f"{value:,}"
 
 
-def to_text(report: CertificationReport, *, width: int = 100) -> str:
+def to_text(report: CertificationReport, *, width: int = 100, strict: bool = False) -> str:
     """The table printed at the end of ``agentckpt certify``."""
     lines = [
         f"agentckpt certify {report.factory}  ({report.backend}: {report.store_url})",
@@ -65,6 +89,13 @@ def to_text(report: CertificationReport, *, width: int = 100) -> str:
             lines += ["    " + line for line in details.splitlines()]
         if r.reproduce:
             lines.append(f"    reproduce: {r.reproduce}")
+    # Contracts that are not checkable for one reason share one note.
+    notes: dict[str, list[str]] = {}
+    for r in _unchecked(report, strict):
+        notes.setdefault(f"{_MARKS[r.outcome]}: {r.summary}", []).append(r.contract)
+    for note, contracts in notes.items():
+        mark, summary = note.split(": ", 1)
+        lines += ["", f"{mark} {', '.join(contracts)}: {summary}"]
     rows = _latency_rows(report)
     if rows:
         lines += ["", f"figures (ms, {report.figures.get('repeats')} saves/loads per size; "
@@ -79,13 +110,16 @@ def to_text(report: CertificationReport, *, width: int = 100) -> str:
             )
     if "error" in report.figures:
         lines += ["", f"figures could not be measured: {report.figures['error']}"]
-    lines += ["", _verdict(report)]
+    lines += ["", verdict(report, strict=strict)]
     return "\n".join(lines)
 
 
-def to_json(report: CertificationReport) -> str:
-    """The whole report as JSON."""
-    return json.dumps(report.as_dict(), indent=2, ensure_ascii=False)
+def to_json(report: CertificationReport, *, strict: bool = False) -> str:
+    """The whole report as JSON, with the verdict and the exit status."""
+    data = report.as_dict()
+    data["exit_code"] = report.exit_code(strict=strict)
+    data["verdict"] = verdict(report, strict=strict)
+    return json.dumps(data, indent=2, ensure_ascii=False)
 
 
 def _cell(text: str) -> str:
@@ -97,12 +131,12 @@ def _markdown_result(r: ContractResult) -> str:
             f"{_MARKS[r.outcome]} | {_cell(r.summary)} |")
 
 
-def to_markdown(report: CertificationReport) -> str:
+def to_markdown(report: CertificationReport, *, strict: bool = False) -> str:
     """The report as a Markdown page (for CI artifacts and pull-request comments)."""
     lines = [
         f"# Store certification: `{report.factory}`",
         "",
-        f"**{_verdict(report)}**",
+        f"**{verdict(report, strict=strict)}**",
         "",
         f"Backend `{report.backend}` ({report.store_url}), seed `{report.seed}`"
         f"{', quick run' if report.quick else ''}, {report.seconds:.1f}s.",
@@ -120,6 +154,10 @@ def to_markdown(report: CertificationReport) -> str:
                 lines += ["```text", r.details[:4000], "```", ""]
             if r.reproduce:
                 lines += [f"Reproduce: `{r.reproduce}`"]
+    unchecked = _unchecked(report, strict)
+    if unchecked:
+        lines += ["", "## Not checkable", ""]
+        lines += [f"- `{r.contract}`: {_cell(r.summary)}" for r in unchecked]
     rows = _latency_rows(report)
     if rows:
         lines += ["", "## Figures", "",

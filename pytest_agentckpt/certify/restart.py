@@ -20,6 +20,7 @@ from .builtin import namespaced_url
 from .comparison import first_difference
 from .context import CertifyContext, ContractFailed, NotApplicable, NotCheckable
 from .factory import new_namespace
+from .sharing import needs_cross_process
 
 __all__ = ["check_durable_restart"]
 
@@ -131,6 +132,10 @@ def check_durable_restart(ctx: CertifyContext) -> str:
     if not declared:
         why = f"info().durable is {info.durable}"
         raise NotApplicable(f"the store does not declare durability ({why}){': ' + notes if notes else ''}")
+    if hooks.restart is None:
+        # Close-and-reopen inside one process proves nothing for a store whose data never
+        # leaves the process: durability needs a save that outlives its process.
+        needs_cross_process(ctx)
     saved = _save_some(store, ctx)
     if hooks.restart is not None:
         hooks.restart()

@@ -13,7 +13,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .context import (
@@ -25,10 +25,24 @@ from .context import (
     NotCheckable,
 )
 from .contracts import CONTRACTS, Contract, contract_by_id
-from .factory import StoreFactory
+from .factory import FactoryError, StoreFactory
 from .figures import measure_figures
 
-__all__ = ["CertificationReport", "ContractResult", "Outcome", "certify", "run_contract"]
+__all__ = [
+    "EXIT_CERTIFIED",
+    "EXIT_FAILED",
+    "EXIT_NOT_CHECKABLE",
+    "EXIT_USAGE",
+    "CertificationReport",
+    "ContractResult",
+    "Outcome",
+    "certify",
+    "run_contract",
+]
+
+#: Exit statuses of ``agentckpt certify``: certified; a required contract failed or
+#: errored; a usage error or a refused store; required contracts not checked.
+EXIT_CERTIFIED, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_CHECKABLE = 0, 1, 2, 3
 
 
 class Outcome(str, enum.Enum):
@@ -53,11 +67,18 @@ class ContractResult:
     details: str = ""
     reproduce: str = ""
     seconds: float = 0.0
+    #: For ``not checkable``: what would make it checkable (a hook, shared processes).
+    needs: str = ""
 
     @property
     def blocking(self) -> bool:
         """A required contract that failed or could not run."""
         return self.required and self.outcome in (Outcome.FAILED, Outcome.ERROR)
+
+    @property
+    def unchecked(self) -> bool:
+        """A required contract the run could not check: it is not a pass."""
+        return self.required and self.outcome in (Outcome.NOT_CHECKABLE, Outcome.NOT_APPLICABLE)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -69,6 +90,7 @@ class ContractResult:
             "summary": self.summary,
             "details": self.details,
             "reproduce": self.reproduce,
+            "needs": self.needs,
             "seconds": round(self.seconds, 3),
         }
 
@@ -89,18 +111,27 @@ class CertificationReport:
 
     @property
     def passed(self) -> bool:
-        """True when no required contract failed or errored."""
-        return not any(result.blocking for result in self.results)
+        """True when certified: every required contract that ran was checked and passed."""
+        return self.exit_code() == EXIT_CERTIFIED
 
     def exit_code(self, *, strict: bool = False) -> int:
-        """0 when certified, 1 otherwise; ``strict`` also fails required not-checkable ones."""
-        if not self.passed:
-            return 1
-        if strict and any(
-            r.required and r.outcome is Outcome.NOT_CHECKABLE for r in self.results
-        ):
-            return 1
-        return 0
+        """0 certified, 1 a required contract failed, 3 one was not checkable.
+
+        ``strict`` holds the optional contracts the store declares to the same rule.
+
+        >>> report = CertificationReport("m:f", "memory", "memory://", seed=1, quick=True)
+        >>> report.exit_code()
+        0
+        """
+        def judged(result: ContractResult) -> bool:
+            return result.required or (strict and result.outcome is not Outcome.NOT_APPLICABLE)
+
+        if any(r.outcome in (Outcome.FAILED, Outcome.ERROR) and judged(r) for r in self.results):
+            return EXIT_FAILED
+        if any(r.unchecked or (strict and judged(r) and r.outcome is Outcome.NOT_CHECKABLE)
+               for r in self.results):
+            return EXIT_NOT_CHECKABLE
+        return EXIT_CERTIFIED
 
     def result(self, contract_id: str) -> ContractResult:
         """The result of ``contract_id``."""
@@ -118,6 +149,7 @@ class CertificationReport:
             "seed": self.seed,
             "quick": self.quick,
             "passed": self.passed,
+            "exit_code": self.exit_code(),
             "started_at": self.started_at,
             "seconds": round(self.seconds, 2),
             "results": [r.as_dict() for r in self.results],
@@ -165,7 +197,7 @@ def run_contract(ctx: CertifyContext, contract: Contract) -> ContractResult:
         return result(Outcome.FAILED, error.summary, error.details,
                       error.reproduce or ctx.reproduce(contract.id))
     if isinstance(error, NotCheckable):
-        return result(Outcome.NOT_CHECKABLE, str(error))
+        return replace(result(Outcome.NOT_CHECKABLE, str(error)), needs=error.needs)
     if isinstance(error, NotApplicable):
         return result(Outcome.NOT_APPLICABLE, str(error))
     trace = "".join(traceback.format_exception(error))
@@ -180,8 +212,15 @@ def certify(
     only: Iterable[str] | None = None,
     figures: bool = True,
     progress: Progress | None = None,
+    scratch: bool = False,
 ) -> CertificationReport:
     """Run the contracts (all, or ``only`` those named) against stores from ``factory``.
+
+    Every store is made in a namespace of the run's own and the run deletes only what it
+    wrote. A store that already holds checkpoints it did not write raises
+    :class:`~.factory.StoreNotEmptyError` before anything is written, unless ``scratch``
+    (then it writes beside them and still deletes only its own); a factory that fails
+    raises :class:`~.factory.FactoryError`.
 
     >>> report = certify("pytest_agentckpt.certify.builtin:memory", quick=True,
     ...                  only=["compare_and_set"], figures=False)
@@ -192,19 +231,27 @@ def certify(
         factory = StoreFactory.from_spec(factory)
     contracts = [contract_by_id(c) for c in only] if only else list(CONTRACTS)
     seed = random.randrange(2**32) if seed is None else seed
-    ctx = CertifyContext(factory=factory, seed=seed, budget=QUICK if quick else FULL)
+    ctx = CertifyContext(factory=factory, seed=seed, budget=QUICK if quick else FULL,
+                         scratch=scratch)
     started = time.monotonic()
-    probe = ctx.new_store()
-    info = probe.info()
-    report = CertificationReport(
-        factory=factory.spec, backend=info.backend, store_url=info.url, seed=seed, quick=quick,
-        started_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-    )
     try:
+        probe = ctx.prepare()
+        try:
+            info = probe.info()
+        except Exception as exc:
+            raise FactoryError(
+                f"{factory.spec} made a store whose info() failed: {type(exc).__name__}: {exc}"
+            ) from None
+        report = CertificationReport(
+            factory=factory.spec, backend=info.backend, store_url=info.url, seed=seed, quick=quick,
+            started_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        )
         for contract in contracts:
             if progress:
                 progress("start", contract.id, None)
             outcome = run_contract(ctx, contract)
+            if ctx.refusal is not None:  # a store met mid-run held someone else's data
+                raise ctx.refusal
             report.results.append(outcome)
             if progress:
                 progress("done", contract.id, outcome)
@@ -217,6 +264,8 @@ def certify(
             else:
                 report.figures["error"] = "timed out" if not finished else f"{type(error).__name__}: {error}"
             report.figures.update(ctx.figures)
+            if ctx.refusal is not None:
+                raise ctx.refusal
             if progress:
                 progress("done", "figures", None)
     finally:

@@ -9,19 +9,19 @@ PROCESS_CONTRACTS = {"lost_update_processes", "atomic_under_kill", "acknowledged
                      "fresh_reads"}
 
 
-def test_memory_store_passes_every_contract_that_applies_to_an_in_process_store() -> None:
+def test_memory_store_passes_every_contract_it_can_show_and_is_not_certified_for_the_rest() -> None:
     report = certify("pytest_agentckpt.certify.builtin:memory", quick=True, seed=1)
     outcomes = {r.contract: r.outcome for r in report.results}
     for contract in REQUIRED:
-        want = Outcome.NOT_APPLICABLE if contract in PROCESS_CONTRACTS else Outcome.PASSED
+        want = Outcome.NOT_CHECKABLE if contract in PROCESS_CONTRACTS else Outcome.PASSED
         assert outcomes[contract] is want, (contract, report.result(contract).summary)
     assert outcomes["incremental"] is Outcome.PASSED
-    assert report.exit_code(strict=True) == 0
+    assert report.exit_code() == 3  # in-process data: nothing to show across processes
 
 
 def test_memory_store_full_run_stays_well_under_a_minute() -> None:
     report = certify("pytest_agentckpt.certify.builtin:memory", seed=2)
-    assert report.passed
+    assert not any(r.outcome in (Outcome.FAILED, Outcome.ERROR) for r in report.results)
     assert report.seconds < 30
 
 

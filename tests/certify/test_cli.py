@@ -14,7 +14,8 @@ def test_certified_store_exits_0_and_writes_json_and_markdown(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     json_path, md_path = tmp_path / "r.json", tmp_path / "r.md"
-    code = main(["certify", "pytest_agentckpt.certify.builtin:memory", "--quick", "--seed", "11",
+    # SQLite: a store shared across processes, so every required contract can be checked.
+    code = main(["certify", "pytest_agentckpt.certify.builtin:sqlite", "--quick", "--seed", "11",
                  "--json", str(json_path), "--markdown", str(md_path)])
     out, err = capsys.readouterr()
     assert code == 0
@@ -23,6 +24,7 @@ def test_certified_store_exits_0_and_writes_json_and_markdown(
     assert "save p50" in out
     report = json.loads(json_path.read_text())
     assert report["passed"] is True
+    assert report["exit_code"] == 0
     assert report["seed"] == 11
     assert {r["contract"] for r in report["results"]} >= {"round_trip", "compare_and_set"}
     assert [row["messages"] for row in report["figures"]["latency"]] == [10, 100, 1000]
@@ -79,17 +81,33 @@ def test_unknown_contract_and_missing_argument_exit_2(capsys: pytest.CaptureFixt
 def test_help_lists_the_certify_options(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["certify", "--help"]) == 0
     out = capsys.readouterr().out
-    for option in ("MODULE:FACTORY", "--json", "--markdown", "--quick", "--seed", "--strict"):
+    for option in ("MODULE:FACTORY", "--json", "--markdown", "--quick", "--seed", "--strict",
+                   "--scratch"):
         assert option in out
+    assert "3 not" in " ".join(out.split())  # the exit statuses, 3 included
 
 
-def test_strict_fails_a_store_whose_required_contracts_are_not_checkable(
+def test_a_store_whose_required_contracts_are_not_checkable_exits_3_strict_or_not(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     args = ["certify", "tests.certify.hookless_store:make_store", "--quick", "--no-figures",
             "--only", "corruption_reported,newer_schema_refused,compare_and_set"]
-    assert main(args) == 0
+    assert main(args) == 3
     out = capsys.readouterr().out
     assert "NOT CHECKABLE" in out
-    assert "not checkable (add the hooks)" in out
-    assert main([*args, "--strict"]) == 1
+    assert "NOT CERTIFIED (exit 3)" in out
+    assert "needs a certify_corrupt(task_id) hook" in out
+    assert main([*args, "--strict"]) == 3
+
+
+def test_a_store_warning_is_printed_once_after_the_progress_not_in_its_middle(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["certify", "tests.certify.user_stores:make_warning", "--quick", "--no-figures",
+                 "--only", "compare_and_set,delete_idempotent,no_aliasing"])
+    assert code == 0
+    err = capsys.readouterr().err.splitlines()
+    warned = [i for i, line in enumerate(err) if line.startswith("warning: store ")]
+    assert len(warned) == 1, err
+    assert warned[0] > max(i for i, line in enumerate(err) if "no_aliasing" in line)
+    assert err[warned[0]].endswith("is not durable")
