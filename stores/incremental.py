@@ -33,14 +33,46 @@ def _skeleton(value: Any) -> Any:
     after a save), but strings and numbers cannot change: sharing them lets the prefix
     comparison take the identity shortcut on every leaf instead of comparing megabytes of
     text, which keeps a save at 1,000 messages close to the cost of the write itself.
+
+    It walks with an explicit stack, never recursing, so no depth of data can raise
+    ``RecursionError`` here (the codec refuses what is deeper than its limit anyway).
     """
-    if isinstance(value, dict):
-        return {key: _skeleton(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_skeleton(item) for item in value]
-    if isinstance(value, tuple):
-        return tuple(_skeleton(item) for item in value)
-    return value
+    if not isinstance(value, dict | list | tuple):
+        return value
+    # Each frame: the source's items, the copy being filled, the key it goes under in its
+    # parent, and whether it is a tuple (built as a list, frozen when complete).
+    root: list[Any] = []
+    frames: list[tuple[Any, Any, Any, bool]] = []
+
+    def open_frame(node: Any, key: Any) -> None:
+        if isinstance(node, dict):
+            frames.append((iter(node.items()), {}, key, False))
+        else:
+            frames.append((iter(enumerate(node)), [], key, isinstance(node, tuple)))
+
+    open_frame(value, None)
+    while frames:
+        items, copy, key, is_tuple = frames[-1]
+        for child_key, child in items:
+            if isinstance(child, dict | list | tuple):
+                open_frame(child, child_key)
+                break
+            if isinstance(copy, dict):
+                copy[child_key] = child
+            else:
+                copy.append(child)
+        else:
+            frames.pop()
+            done = tuple(copy) if is_tuple else copy
+            if not frames:
+                root.append(done)
+            else:
+                parent = frames[-1][1]
+                if isinstance(parent, dict):
+                    parent[key] = done
+                else:
+                    parent.append(done)
+    return root[0]
 
 
 def new_lineage() -> str:
@@ -103,7 +135,7 @@ class PrefixTracker:
             and messages[: len(known.messages)] == known.messages
         ):
             start = len(known.messages)
-            return WritePlan(False, start, encode_messages(messages[start:]), known.lineage)
+            return WritePlan(False, start, encode_messages(messages[start:], start), known.lineage)
         if checkpoint.version == 0:
             lineage = new_lineage()
         else:
