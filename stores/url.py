@@ -202,12 +202,19 @@ def query_params(parts: SplitResult) -> dict[str, str]:
 
 
 def check_params(
-    backend: str, url: str, params: Iterable[str], supported: Iterable[str], *, more: str = ""
+    backend: str,
+    url: str,
+    params: Iterable[str],
+    supported: Iterable[str],
+    *,
+    listed: Iterable[str] | None = None,
+    more: str = "",
 ) -> None:
     """Refuse the parameters of ``url`` that ``backend`` does not know, listing the ones it does.
 
-    ``more`` names further accepted parameters too many to list (libpq's, say). A near
-    miss is named (``tabel_prefix``: did you mean ``table_prefix``?).
+    ``listed`` (default: all of ``supported``) are the ones the error names, and ``more``
+    describes the rest (``"and any libpq connection parameter"``). A near miss is named
+    (``tabel_prefix``: did you mean ``table_prefix``?).
 
     >>> check_params("SQLite", "sqlite:///x.db?ttl=1", ["ttl"], ["busy_timeout", "ttl"])
     """
@@ -220,10 +227,10 @@ def check_params(
         close = difflib.get_close_matches(name, known, n=1, cutoff=0.7)
         if close:
             hints.append(f"{name!r}: did you mean {close[0]!r}?")
-    listed = ", ".join(known)
+    shown = ", ".join(sorted(set(listed)) if listed is not None else known)
     raise InvalidStoreURLError(
         f"{backend} URL {redact_url(url)!r}: unknown parameter(s) {', '.join(unknown)}"
         + (f" ({'; '.join(hints)})" if hints else "")
-        + f"; supported: {listed}"
+        + f"; supported: {shown}"
         + (f", {more}" if more else "")
     )
