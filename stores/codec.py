@@ -160,8 +160,12 @@ def _problem(root: Any, path: _Path, depth: int) -> tuple[str, str] | None:
     return None
 
 
-def _scan_text(text: str, path: _Path, depth: int) -> tuple[str, str] | None:
-    """Like :func:`_problem`, on JSON text that could not be decoded (too deep to parse)."""
+def _scan_text(text: str, path: _Path, depth: int, first: int = 0) -> tuple[str, str] | None:
+    """Like :func:`_problem`, on JSON text that could not be decoded (too deep to parse).
+
+    ``first`` is the index of the first entry when the text is an array (a chunk of
+    messages that starts at message ``first``).
+    """
     digits = _max_digits()
     # One entry per open container: [key or index of the current child, is an object].
     stack: list[list[Any]] = []
@@ -176,7 +180,7 @@ def _scan_text(text: str, path: _Path, depth: int) -> tuple[str, str] | None:
                 for entry in stack:
                     where = (where, entry[0])
                 return _join(where), _too_deep(level)
-            stack.append([0 if token == "[" else "", token == "{"])
+            stack.append([(first if not stack else 0) if token == "[" else "", token == "{"])
         elif token in ("]", "}"):
             level -= 1
             if stack:
@@ -280,21 +284,29 @@ def check_task_id(task_id: object) -> str:
     return task_id
 
 
-def loads(data: bytes | str, *, task_id: str, where: str = "") -> Any:
+def loads(
+    data: bytes | str, *, task_id: str, where: str = "", messages_from: int | None = None
+) -> Any:
     """Decode stored JSON; any damage raises :class:`CorruptCheckpointError`.
 
     Too deep to parse, or an integer too long to read, is damage too (another tool
-    wrote it): the error names the place. ``where`` names what is decoded, for errors.
+    wrote it): the error names the place. ``where`` names what is decoded, for errors;
+    ``messages_from`` says that ``data`` is an array of messages starting at that index
+    (so that the place is named ``messages.7...``).
     """
-    return _loads(data, task_id, where or "data", None, 0)
+    if messages_from is None:
+        return _loads(data, task_id, where or "data", None, 0)
+    return _loads(data, task_id, where or "messages", (None, "messages"), 1, messages_from)
 
 
-def _loads(data: bytes | str, task_id: str, what: str, path: _Path, depth: int) -> Any:
+def _loads(
+    data: bytes | str, task_id: str, what: str, path: _Path, depth: int, first: int = 0
+) -> Any:
     try:
         return json.loads(data)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         text = data if isinstance(data, str) else data.decode("utf-8", "replace")
-        found = _scan_text(text, path, depth)
+        found = _scan_text(text, path, depth, first)
         if found is not None:
             reason = f"stored {what}, at {found[0]}: {found[1]}"
         else:

@@ -505,7 +505,9 @@ class S3Store:
         for entry, key, found in zip(entries, keys, bodies, strict=True):
             if found is None:
                 return None
-            messages = loads(found[0], task_id=task_id, where=f"message chunk {key!r}")
+            messages = loads(
+                found[0], task_id=task_id, where=f"message chunk {key!r}", messages_from=entry[0]
+            )
             if not isinstance(messages, list) or len(messages) != entry[1] - entry[0]:
                 raise CorruptCheckpointError(
                     task_id, f"message chunk {key!r} does not hold messages {entry[0]}-{entry[1]}"

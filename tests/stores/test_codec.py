@@ -26,7 +26,7 @@ def test_dumps_rejects_lone_surrogate_naming_its_place() -> None:
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf")])
 def test_dumps_rejects_non_finite_floats(value: float) -> None:
-    with pytest.raises(ValueError, match="at x cannot be stored: it holds (nan|inf)"):
+    with pytest.raises(ValueError, match=r"at x cannot be stored: it holds (nan|inf)"):
         dumps({"x": value})
 
 
