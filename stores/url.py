@@ -13,7 +13,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Iterable
-from urllib.parse import SplitResult, parse_qs, quote, unquote, unquote_plus, urlsplit, urlunsplit
+from urllib.parse import SplitResult, parse_qs, quote, unquote, unquote_plus, urlsplit
 
 from .errors import InvalidStoreURLError
 
@@ -137,7 +137,10 @@ def redact_url(url: str) -> str:
             pieces.append(piece)
     if not changed:
         return url
-    return urlunsplit(parts._replace(query="&".join(pieces)))
+    # Rebuilt by hand: urlunsplit would drop the empty host of sqlite:///path.
+    before, _, rest = url.partition("?")
+    fragment = rest.partition("#")[2]
+    return f"{before}?{'&'.join(pieces)}" + (f"#{fragment}" if fragment else "")
 
 
 def url_secrets(url: str) -> tuple[str, ...]:
