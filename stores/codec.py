@@ -56,9 +56,10 @@ __all__ = [
 
 #: The deepest nesting of objects and arrays a checkpoint may hold, counted from the
 #: checkpoint itself: ``messages`` is at depth 1, ``messages[3]`` at 2, its ``content``
-#: list at 3. The same limit applies on save and on load; a Messages API history needs
-#: a handful of levels, so this leaves room for any tool result that is data.
-MAX_NESTING_DEPTH = 128
+#: list at 3. The same limit applies on save and on load. A Messages API history needs a
+#: handful of levels, so this leaves room for any tool result that is data, and it stays
+#: below the depth at which pydantic's serializer gives up (255 levels inside a field).
+MAX_NESTING_DEPTH = 250
 
 #: The longest integer (in decimal digits, sign excluded) a checkpoint may hold: Python's
 #: default limit for converting text to int (``sys.get_int_max_str_digits``), which

@@ -575,18 +575,11 @@ class RedisStore:
 
     def _bad_database(self, exc: Exception) -> InvalidStoreURLError:
         """The server has no database of the index the URL names."""
-        count = ""
-        try:
-            found = self._client.config_get("databases")
-            value = found.get(b"databases", found.get("databases"))
-            if value is not None:
-                count = f" (it has {int(value)}: 0 to {int(value) - 1})"
-        except Exception:  # CONFIG may be disabled; the message is clear without it
-            pass
         index = "" if self._database is None else f" {self._database}"
         return InvalidStoreURLError(
-            f"Redis URL {self.url!r}: the server has no database{index}{count} ({exc}); "
-            "use an index it has, such as redis://host:6379/0"
+            f"Redis URL {self.url!r}: the server has no database{index} ({exc}); a server has "
+            "16 (0 to 15) unless redis.conf sets 'databases': use one it has, such as "
+            "redis://host:6379/0"
         )
 
     def info(self) -> StoreInfo:

@@ -8,11 +8,10 @@ module imports the backends: the imports point one way.
 from __future__ import annotations
 
 import importlib
-import os
 from typing import TYPE_CHECKING
 
 from .errors import InvalidStoreURLError
-from .url import DEFAULT_STORE_URL, redact_url, split_url
+from .url import redact_url, resolve_url, split_url
 
 if TYPE_CHECKING:
     from .protocol import CheckpointStore
@@ -62,8 +61,7 @@ def open_store(url: str | None = None, *, create: bool = True) -> CheckpointStor
     ...
     stores.errors.StoreNotFoundError: no SQLite store at no/such/dir/checkpoints.db ...
     """
-    if url is None:
-        url = os.environ.get("AGENTCKPT_STORE_URL") or DEFAULT_STORE_URL
+    url = resolve_url(url)
     if not isinstance(url, str) or "://" not in url:
         raise InvalidStoreURLError(
             f"{redact_url(str(url))!r} is not a store URL; use one of: {_supported()}"

@@ -11,6 +11,7 @@ import circle.
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from collections.abc import Iterable
 from urllib.parse import SplitResult, parse_qs, quote, unquote, unquote_plus, urlsplit
@@ -25,6 +26,7 @@ __all__ = [
     "query_params",
     "redact_text",
     "redact_url",
+    "resolve_url",
     "split_url",
     "url_secrets",
 ]
@@ -48,6 +50,17 @@ _KEYWORD_VALUE = re.compile(r"(\b[A-Za-z_]+\s*=\s*)('(?:[^'\\]|\\.)*'|\S*)")
 # Shorter secrets are not searched for in driver messages: they would garble the text and
 # say little.
 _MIN_SCRUB = 3
+
+
+def resolve_url(url: str | None) -> str:
+    """``url``, or when it is None ``$AGENTCKPT_STORE_URL``, or :data:`DEFAULT_STORE_URL`.
+
+    >>> resolve_url("memory://")
+    'memory://'
+    """
+    if url is None:
+        return os.environ.get("AGENTCKPT_STORE_URL") or DEFAULT_STORE_URL
+    return url
 
 
 def is_secret_name(name: str) -> bool:

@@ -10,7 +10,7 @@ are refused before any I/O.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -124,7 +124,7 @@ def test_nesting_is_limited_in_every_head_field_at_exactly_the_limit(
                 input={"x": _nested_list(levels - 3)},
             )  # fmt: skip
             return Checkpoint(task_id=task_id, actions=[record])
-        return Checkpoint(task_id=task_id, **{field: {"x": _nested_list(levels - 1)}})
+        return Checkpoint(task_id=task_id).model_copy(update={field: {"x": _nested_list(levels - 1)}})
 
     at_limit = any_checkpoint_store.save(checkpoint(MAX_NESTING_DEPTH))
     loaded = any_checkpoint_store.load(at_limit.task_id)
@@ -233,11 +233,12 @@ def test_an_invalid_task_id_is_refused_on_load_save_and_delete_before_any_io(
 ) -> None:
     keep = any_checkpoint_store.save(Checkpoint(task_id=_task_id(), goal="keep"))
     invalid = Checkpoint.model_construct(**{**keep.model_dump(), "task_id": task_id, "version": 0})
-    for call in (
+    calls: list[Callable[[], object]] = [
         lambda: any_checkpoint_store.load(task_id),
         lambda: any_checkpoint_store.delete(task_id),
         lambda: any_checkpoint_store.save(invalid),
-    ):
+    ]
+    for call in calls:
         with pytest.raises(InvalidTaskIdError, match="task id"):
             call()
     assert any_checkpoint_store.load(keep.task_id) == keep
