@@ -39,39 +39,31 @@ def _skeleton(value: Any) -> Any:
     """
     if not isinstance(value, dict | list | tuple):
         return value
-    # Each frame: the source's items, the copy being filled, the key it goes under in its
-    # parent, and whether it is a tuple (built as a list, frozen when complete).
-    root: list[Any] = []
-    frames: list[tuple[Any, Any, Any, bool]] = []
-
-    def open_frame(node: Any, key: Any) -> None:
+    # Each container is copied shallowly (sharing its leaves) into its parent's copy, and
+    # its container children are queued to be copied in turn. Tuples are copied as lists
+    # and frozen at the end, deepest first, since a tuple cannot be filled in place.
+    root = [value]
+    pending: list[tuple[Any, Any]] = [(root, 0)]
+    tuples: list[tuple[Any, Any]] = []
+    while pending:
+        parent, key = pending.pop()
+        node = parent[key]
         if isinstance(node, dict):
-            frames.append((iter(node.items()), {}, key, False))
+            copy: Any = dict(node)
+            parent[key] = copy
+            for child_key, child in copy.items():
+                if isinstance(child, dict | list | tuple):
+                    pending.append((copy, child_key))
         else:
-            frames.append((iter(enumerate(node)), [], key, isinstance(node, tuple)))
-
-    open_frame(value, None)
-    while frames:
-        items, copy, key, is_tuple = frames[-1]
-        for child_key, child in items:
-            if isinstance(child, dict | list | tuple):
-                open_frame(child, child_key)
-                break
-            if isinstance(copy, dict):
-                copy[child_key] = child
-            else:
-                copy.append(child)
-        else:
-            frames.pop()
-            done = tuple(copy) if is_tuple else copy
-            if not frames:
-                root.append(done)
-            else:
-                parent = frames[-1][1]
-                if isinstance(parent, dict):
-                    parent[key] = done
-                else:
-                    parent.append(done)
+            copy = list(node)
+            parent[key] = copy
+            if isinstance(node, tuple):
+                tuples.append((parent, key))
+            for index, child in enumerate(copy):
+                if isinstance(child, dict | list | tuple):
+                    pending.append((copy, index))
+    for parent, key in reversed(tuples):
+        parent[key] = tuple(parent[key])
     return root[0]
 
 
