@@ -25,13 +25,17 @@ from .errors import (
     ConflictError,
     CorruptCheckpointError,
     InvalidStoreURLError,
+    InvalidTaskIdError,
     MissingDriverError,
     StoreError,
+    StoreNotFoundError,
     StoreUnavailableError,
+    UnstorableCheckpointError,
     UnsupportedSchemaVersionError,
 )
 from .protocol import CheckpointStore, StoreInfo
-from .url import DEFAULT_STORE_URL, open_store, redact_url
+from .registry import open_store
+from .url import DEFAULT_STORE_URL, redact_url
 
 __all__ = [
     "DEFAULT_STORE_URL",
@@ -45,11 +49,14 @@ __all__ = [
     "ConflictError",
     "CorruptCheckpointError",
     "InvalidStoreURLError",
+    "InvalidTaskIdError",
     "MissingDriverError",
     "RecordedResult",
     "StoreError",
     "StoreInfo",
+    "StoreNotFoundError",
     "StoreUnavailableError",
+    "UnstorableCheckpointError",
     "UnsupportedSchemaVersionError",
     "open_store",
     "redact_url",

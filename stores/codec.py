@@ -4,21 +4,46 @@ A checkpoint is stored as a *head* (every field but ``messages``) and the messag
 by one, so that a save can write only the new suffix of the history. Decoding checks
 the schema version before anything else and turns every kind of damage into
 :class:`~stores.errors.CorruptCheckpointError`.
+
+Encoding and decoding follow the same rules, so that a save is never acknowledged that a
+load would refuse. Both refuse, naming the place (``messages.3.content.0.input``):
+
+- nesting deeper than :data:`MAX_NESTING_DEPTH` containers below the checkpoint;
+- integers longer than :data:`MAX_INT_DIGITS` digits (Python's default limit for
+  turning text into an int, which ``json.loads`` applies);
+- on save, what JSON cannot carry faithfully: lone surrogates, NaN and infinities,
+  objects that are not JSON data.
+
+A save refuses with :class:`~stores.errors.UnstorableCheckpointError` before any byte is
+written; a load of data another tool stored that way raises
+:class:`~stores.errors.CorruptCheckpointError`. No code path here recurses once per
+level of the data, so no depth of stored data can raise ``RecursionError``.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
+import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError
 
 from .checkpoint import SCHEMA_VERSION, Checkpoint, CheckpointSummary
-from .errors import CorruptCheckpointError, UnsupportedSchemaVersionError
+from .errors import (
+    CorruptCheckpointError,
+    InvalidTaskIdError,
+    UnstorableCheckpointError,
+    UnsupportedSchemaVersionError,
+)
 
 __all__ = [
+    "MAX_INT_DIGITS",
+    "MAX_NESTING_DEPTH",
+    "check_task_id",
     "decode_checkpoint",
     "decode_head",
     "decode_summary",
@@ -29,66 +54,280 @@ __all__ = [
     "loads",
 ]
 
+#: The deepest nesting of objects and arrays a checkpoint may hold, counted from the
+#: checkpoint itself: ``messages`` is at depth 1, ``messages[3]`` at 2, its ``content``
+#: list at 3. The same limit applies on save and on load. A Messages API history needs a
+#: handful of levels, so this leaves room for any tool result that is data, and it stays
+#: below the depth at which pydantic's serializer gives up (255 levels inside a field).
+MAX_NESTING_DEPTH = 250
 
-def _find_unencodable(value: Any, path: str = "$") -> str | None:
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return path
-        return None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            found = _find_unencodable(key, f"{path}.<key>") or _find_unencodable(
-                item, f"{path}.{key}"
-            )
-            if found:
-                return found
-    elif isinstance(value, list | tuple):
-        for index, item in enumerate(value):
-            found = _find_unencodable(item, f"{path}[{index}]")
-            if found:
-                return found
-    return None
-
+#: The longest integer (in decimal digits, sign excluded) a checkpoint may hold: Python's
+#: default limit for converting text to int (``sys.get_int_max_str_digits``), which
+#: ``json.loads`` applies when a checkpoint is read back.
+MAX_INT_DIGITS = 4300
 
 # One encoder for every call: ``json.dumps`` with these options builds a new one each time.
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 _HEAD_EXCLUDE = {"messages"}
+_LONG_DIGITS = re.compile(rb"\d{%d}" % (MAX_INT_DIGITS + 1))
+# A JSON text scanned without building it: strings (skipped whole), brackets, ':' and ','.
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}:,]|-?\d+')
+_SHOWN_SEGMENTS = 12
+
+# The path of a value: None for the checkpoint, else (parent path, key or index).
+_Path = tuple[Any, str | int] | None
+
+
+def _max_digits() -> int:
+    """The digit limit in force: ours, or the process's if it was set lower."""
+    process = sys.get_int_max_str_digits()
+    return MAX_INT_DIGITS if process == 0 else min(MAX_INT_DIGITS, process)
+
+
+def _join(path: _Path) -> str:
+    segments: list[str] = []
+    while path is not None:
+        path, key = path
+        segments.append(str(key))
+    segments.reverse()
+    if not segments:
+        return "the checkpoint"
+    if len(segments) > _SHOWN_SEGMENTS:
+        hidden = len(segments) - _SHOWN_SEGMENTS
+        segments = [*segments[: _SHOWN_SEGMENTS - 2], f"<{hidden} more>", *segments[-2:]]
+    return ".".join(segments)
+
+
+def _too_deep(depth: int) -> str:
+    return (
+        f"it is nested {depth} levels deep (objects and arrays inside one another), deeper "
+        f"than the limit of {MAX_NESTING_DEPTH}"
+    )
+
+
+def _problem(root: Any, path: _Path, depth: int) -> tuple[str, str] | None:
+    """The first thing in ``root`` a checkpoint cannot hold, as (path, reason), or None.
+
+    ``depth`` is the depth ``root`` has in the checkpoint when it is a container. Walks
+    with an explicit stack: no recursion, whatever the depth.
+    """
+    digits = _max_digits()
+    bound = 10**digits
+    stack: list[tuple[Any, _Path, int]] = [(root, path, depth)]
+    while stack:
+        value, where, level = stack.pop()
+        if isinstance(value, str):
+            if not value.isascii():
+                try:
+                    value.encode("utf-8")
+                except UnicodeEncodeError:
+                    return _join(where), (
+                        "it holds a lone surrogate, which is not valid UTF-8 (and the "
+                        "Messages API rejects it too); clean the string first"
+                    )
+            continue
+        if isinstance(value, bool) or value is None:
+            continue
+        if isinstance(value, int):
+            if not -bound < value < bound:
+                return _join(where), (
+                    f"it holds an integer longer than {digits} digits, which JSON readers "
+                    "refuse; store it as a string"
+                )
+            continue
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                return _join(where), f"it holds {value!r}, which JSON cannot carry"
+            continue
+        if isinstance(value, BaseModel):
+            items: Iterable[tuple[Any, Any]] = (
+                (name, getattr(value, name)) for name in type(value).model_fields
+            )
+        elif isinstance(value, dict):
+            items = value.items()
+        elif isinstance(value, list | tuple):
+            items = enumerate(value)
+        else:
+            continue  # the encoder names what is not JSON data
+        if level > MAX_NESTING_DEPTH:
+            return _join(where), _too_deep(level)
+        for key, item in items:
+            if isinstance(key, str) and not key.isascii():
+                try:
+                    key.encode("utf-8")
+                except UnicodeEncodeError:
+                    return _join(where), "a key holds a lone surrogate, which is not valid UTF-8"
+            stack.append((item, (where, key), level + 1))
+    return None
+
+
+def _scan_text(text: str, path: _Path, depth: int, first: int = 0) -> tuple[str, str] | None:
+    """Like :func:`_problem`, on JSON text that could not be decoded (too deep to parse).
+
+    ``first`` is the index of the first entry when the text is an array (a chunk of
+    messages that starts at message ``first``).
+    """
+    digits = _max_digits()
+    # One entry per open container: [key or index of the current child, is an object].
+    stack: list[list[Any]] = []
+    pending: str | int = ""
+    level = depth - 1
+    for match in _TOKEN.finditer(text):
+        token = match.group()
+        if token in ("[", "{"):
+            level += 1
+            if level > MAX_NESTING_DEPTH:
+                where = path
+                for entry in stack:
+                    where = (where, entry[0])
+                return _join(where), _too_deep(level)
+            stack.append([(first if not stack else 0) if token == "[" else "", token == "{"])
+        elif token in ("]", "}"):
+            level -= 1
+            if stack:
+                stack.pop()
+        elif token == ",":
+            if stack and not stack[-1][1]:
+                stack[-1][0] += 1
+        elif token == ":":
+            if stack:
+                stack[-1][0] = pending
+        elif token.startswith('"'):
+            try:
+                pending = json.loads(token)
+            except ValueError:
+                pending = token[1:-1]
+        elif len(token.lstrip("-")) > digits:
+            where = path
+            for entry in stack:
+                where = (where, entry[0])
+            return _join(where), f"it holds an integer longer than {digits} digits"
+    return None
+
+
+def _unstorable(where: str, reason: str) -> UnstorableCheckpointError:
+    return UnstorableCheckpointError(
+        f"checkpoint data at {where} cannot be stored: {reason}. Nothing was written",
+        where,
+    )
+
+
+def _raise_problem(value: Any, path: _Path, depth: int) -> None:
+    found = _problem(value, path, depth)
+    if found is not None:
+        raise _unstorable(*found)
+
+
+def _may_break_rules(data: bytes, depth: int) -> bool:
+    """Whether encoded ``data`` (a value at ``depth``) may break a rule: a cheap filter.
+
+    The nesting of JSON text is at most its number of ``[`` and ``{``, and an integer too
+    long shows as a run of digits: most values are ruled out without walking them.
+    """
+    if depth - 1 + data.count(b"[") + data.count(b"{") > MAX_NESTING_DEPTH:
+        return True
+    return len(data) > _max_digits() and _LONG_DIGITS.search(data) is not None
+
+
+def _encode(value: Any, path: _Path, depth: int) -> bytes:
+    """``value`` (at ``depth`` in the checkpoint) as compact UTF-8 JSON, or a clear refusal."""
+    try:
+        data = _ENCODER.encode(value).encode("utf-8")
+    except (ValueError, TypeError, RecursionError, UnicodeEncodeError) as exc:
+        _raise_problem(value, path, depth)
+        what = "is not JSON" if isinstance(exc, TypeError) else "cannot be stored as JSON"
+        raise UnstorableCheckpointError(
+            f"checkpoint data at {_join(path)} {what}: {exc}. Nothing was written", _join(path)
+        ) from None
+    if _may_break_rules(data, depth):
+        _raise_problem(value, path, depth)
+    return data
 
 
 def dumps(value: Any) -> bytes:
-    """Encode ``value`` as compact UTF-8 JSON.
+    """Encode ``value`` as compact UTF-8 JSON, by the rules of a checkpoint.
 
-    Raises ``ValueError`` naming the place for what JSON cannot carry faithfully: lone
-    surrogates (not valid UTF-8; the Messages API rejects them too), NaN and infinities,
-    and objects that are not JSON data.
+    Raises :class:`~stores.UnstorableCheckpointError` (a ``ValueError``) naming the
+    place for what a checkpoint cannot hold: nesting deeper than
+    :data:`MAX_NESTING_DEPTH`, integers longer than :data:`MAX_INT_DIGITS` digits, lone
+    surrogates (not valid UTF-8; the Messages API rejects them too), NaN and
+    infinities, and objects that are not JSON data.
 
     >>> dumps({"a": [1, "é"]})
     b'{"a":[1,"\\xc3\\xa9"]}'
     """
-    try:
-        text = _ENCODER.encode(value)
-    except TypeError as exc:
-        raise ValueError(f"checkpoint data is not JSON: {exc}") from None
-    except ValueError as exc:
-        raise ValueError(f"checkpoint data cannot be stored as JSON: {exc}") from None
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        where = _find_unencodable(value) or "$"
-        raise ValueError(
-            f"checkpoint data holds a lone surrogate at {where}: it is not valid UTF-8, so "
-            "it cannot be stored (and the Messages API would reject it); clean the string first"
-        ) from None
+    return _encode(value, None, 0)
 
 
-def loads(data: bytes | str, *, task_id: str) -> Any:
-    """Decode stored JSON; any damage raises :class:`CorruptCheckpointError`."""
+def check_task_id(task_id: object) -> str:
+    """``task_id`` if a store may use it, else :class:`~stores.InvalidTaskIdError`.
+
+    A task id is a non-empty string that is valid UTF-8 (no lone surrogates). Every
+    store checks it before any I/O.
+
+    >>> check_task_id("report-42")
+    'report-42'
+    """
+    if not isinstance(task_id, str):
+        raise InvalidTaskIdError(
+            f"a task id must be a string, not {type(task_id).__name__} ({task_id!r})"
+        )
+    if not task_id:
+        raise InvalidTaskIdError("the task id is empty: give every task a non-empty id")
+    if not task_id.isascii():
+        try:
+            task_id.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidTaskIdError(
+                f"task id {task_id!r} is not valid UTF-8 (it holds a lone surrogate): use "
+                "an id made of real characters"
+            ) from None
+    return task_id
+
+
+def loads(
+    data: bytes | str, *, task_id: str, where: str = "", messages_from: int | None = None
+) -> Any:
+    """Decode stored JSON; any damage raises :class:`CorruptCheckpointError`.
+
+    Too deep to parse, or an integer too long to read, is damage too (another tool
+    wrote it): the error names the place. ``where`` names what is decoded, for errors;
+    ``messages_from`` says that ``data`` is an array of messages starting at that index
+    (so that the place is named ``messages.7...``).
+    """
+    if messages_from is None:
+        return _loads(data, task_id, where or "data", None, 0)
+    return _loads(data, task_id, where or "messages", (None, "messages"), 1, messages_from)
+
+
+def _loads(
+    data: bytes | str, task_id: str, what: str, path: _Path, depth: int, first: int = 0
+) -> Any:
     try:
         return json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise CorruptCheckpointError(task_id, f"stored bytes are not valid JSON ({exc})") from None
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        text = data if isinstance(data, str) else data.decode("utf-8", "replace")
+        found = _scan_text(text, path, depth, first)
+        if found is not None:
+            reason = f"stored {what}, at {found[0]}: {found[1]}"
+        else:
+            reason = f"stored {what} is not valid JSON ({exc})"
+        raise CorruptCheckpointError(task_id, reason) from None
+
+
+def _check_decoded(
+    task_id: str, raw: bytes | str | None, value: Any, path: _Path, depth: int
+) -> None:
+    """Refuse decoded stored data that breaks the rules a save enforces."""
+    if raw is not None:
+        data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
+        if not _may_break_rules(data, depth):
+            return
+    found = _problem(value, path, depth)
+    if found is not None:
+        raise CorruptCheckpointError(
+            task_id, f"stored data at {found[0]}: {found[1]}, which no save would have written"
+        )
 
 
 def encode_head(checkpoint: Checkpoint) -> bytes:
@@ -96,24 +335,36 @@ def encode_head(checkpoint: Checkpoint) -> bytes:
 
     Made in one call to pydantic's serializer (the head is encoded at every save). It is
     the JSON of ``model_dump(mode="json")``, byte for byte but for the spelling of a few
-    floats (``1e-7`` for ``1e-07``), which decode to the same values. Where pydantic
-    fails (a lone surrogate), :func:`dumps` gives its clear error instead.
+    floats (``1e-7`` for ``1e-07``), which decode to the same values. What the head may
+    not hold (see :func:`dumps`) is refused with the same errors, naming the field.
     """
     try:
         data: bytes = checkpoint.__pydantic_serializer__.to_json(checkpoint, exclude=_HEAD_EXCLUDE)
-    except PydanticSerializationError:
+    except (PydanticSerializationError, RecursionError):
+        _raise_head_problem(checkpoint)
         return dumps(checkpoint.model_dump(mode="json", exclude={"messages"}))
+    if _may_break_rules(data, 0):
+        _raise_head_problem(checkpoint)
     return data
 
 
-def encode_message(message: dict[str, Any]) -> bytes:
-    """One entry of ``messages``."""
-    return dumps(message)
+def _raise_head_problem(checkpoint: Checkpoint) -> None:
+    for name in type(checkpoint).model_fields:
+        if name not in _HEAD_EXCLUDE:
+            _raise_problem(getattr(checkpoint, name), (None, name), 1)
 
 
-def encode_messages(messages: Sequence[dict[str, Any]]) -> list[bytes]:
-    """Each of ``messages``, encoded on its own."""
-    return [dumps(message) for message in messages]
+def encode_message(message: dict[str, Any], index: int = 0) -> bytes:
+    """Entry ``index`` of ``messages``."""
+    return _encode(message, ((None, "messages"), index), 2)
+
+
+def encode_messages(messages: Sequence[dict[str, Any]], start: int = 0) -> list[bytes]:
+    """Each of ``messages``, encoded on its own; ``messages[0]`` is entry ``start``."""
+    return [
+        _encode(message, ((None, "messages"), start + offset), 2)
+        for offset, message in enumerate(messages)
+    ]
 
 
 def _check_head(task_id: str, head: Any) -> dict[str, Any]:
@@ -134,7 +385,7 @@ def _check_head(task_id: str, head: Any) -> dict[str, Any]:
 
 def decode_head(task_id: str, head: bytes | str) -> dict[str, Any]:
     """The stored head as a dict, with its schema version and task id checked."""
-    return _check_head(task_id, loads(head, task_id=task_id))
+    return _check_head(task_id, loads(head, task_id=task_id, where="head"))
 
 
 def decode_checkpoint(
@@ -144,14 +395,24 @@ def decode_checkpoint(
 
     ``head`` may be bytes or an already decoded object; each message may be bytes or an
     already decoded object (as a JSONB column returns it). The result shares nothing with
-    the inputs' decoded objects beyond what the caller passed in.
+    the inputs' decoded objects beyond what the caller passed in. Data that breaks the
+    rules a save enforces (nesting, integer length) is :class:`CorruptCheckpointError`.
     """
-    fields = (
-        _check_head(task_id, head) if isinstance(head, dict) else decode_head(task_id, head)
-    )
+    if isinstance(head, dict):
+        fields = _check_head(task_id, head)
+        _check_decoded(task_id, None, fields, None, 0)
+    else:
+        fields = decode_head(task_id, head)
+        _check_decoded(task_id, head, fields, None, 0)
     decoded: list[Any] = []
     for index, raw in enumerate(messages):
-        message = loads(raw, task_id=task_id) if isinstance(raw, bytes | str) else raw
+        where = ((None, "messages"), index)
+        if isinstance(raw, bytes | str):
+            message = _loads(raw, task_id, f"message {index}", where, 2)
+            _check_decoded(task_id, raw, message, where, 2)
+        else:
+            message = raw
+            _check_decoded(task_id, None, message, where, 2)
         if not isinstance(message, dict):
             raise CorruptCheckpointError(task_id, f"stored message {index} is not a JSON object")
         decoded.append(message)
@@ -161,6 +422,8 @@ def decode_checkpoint(
         raise CorruptCheckpointError(
             task_id, f"stored data does not match the checkpoint schema: {exc}"
         ) from None
+    except RecursionError:  # pragma: no cover - the depth check above rules it out
+        raise CorruptCheckpointError(task_id, _too_deep(MAX_NESTING_DEPTH + 1)) from None
 
 
 def decode_summary(task_id: str, head: bytes | str | dict[str, Any]) -> CheckpointSummary:

@@ -10,9 +10,12 @@ __all__ = [
     "ConflictError",
     "CorruptCheckpointError",
     "InvalidStoreURLError",
+    "InvalidTaskIdError",
     "MissingDriverError",
     "StoreError",
+    "StoreNotFoundError",
     "StoreUnavailableError",
+    "UnstorableCheckpointError",
     "UnsupportedSchemaVersionError",
 ]
 
@@ -72,8 +75,38 @@ class StoreUnavailableError(StoreError):
     """The backend could not be reached or refused the operation for a transient reason."""
 
 
+class StoreNotFoundError(StoreUnavailableError):
+    """No store exists where the URL points, and it was opened with ``create=False``.
+
+    Nothing was created. Check the URL (a mistyped SQLite path, table prefix or
+    bucket), or open it without ``create=False`` to create the store.
+    """
+
+
 class InvalidStoreURLError(StoreError, ValueError):
     """A store URL that names no supported backend or is malformed."""
+
+
+class InvalidTaskIdError(StoreError, ValueError):
+    """A task id no store accepts: not a string, empty, or not valid UTF-8.
+
+    Raised before any I/O: nothing was read or written.
+    """
+
+
+class UnstorableCheckpointError(StoreError, ValueError):
+    """A checkpoint holds data that could not be stored and read back faithfully.
+
+    Raised by ``save`` before any byte is written, so that a save is never acknowledged
+    that ``load`` would refuse: nesting deeper than
+    :data:`~stores.codec.MAX_NESTING_DEPTH`, an integer longer than
+    :data:`~stores.codec.MAX_INT_DIGITS` digits, a lone surrogate, NaN, or an object that
+    is not JSON data. ``path`` names the place (``messages.3.content.0``).
+    """
+
+    def __init__(self, message: str, path: str = "") -> None:
+        super().__init__(message)
+        self.path = path
 
 
 class MissingDriverError(StoreError, ImportError):

@@ -33,14 +33,38 @@ def _skeleton(value: Any) -> Any:
     after a save), but strings and numbers cannot change: sharing them lets the prefix
     comparison take the identity shortcut on every leaf instead of comparing megabytes of
     text, which keeps a save at 1,000 messages close to the cost of the write itself.
+
+    It walks with an explicit stack, never recursing, so no depth of data can raise
+    ``RecursionError`` here (the codec refuses what is deeper than its limit anyway).
     """
-    if isinstance(value, dict):
-        return {key: _skeleton(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_skeleton(item) for item in value]
-    if isinstance(value, tuple):
-        return tuple(_skeleton(item) for item in value)
-    return value
+    if not isinstance(value, dict | list | tuple):
+        return value
+    # Each container is copied shallowly (sharing its leaves) into its parent's copy, and
+    # its container children are queued to be copied in turn. Tuples are copied as lists
+    # and frozen at the end, deepest first, since a tuple cannot be filled in place.
+    root = [value]
+    pending: list[tuple[Any, Any]] = [(root, 0)]
+    tuples: list[tuple[Any, Any]] = []
+    while pending:
+        parent, key = pending.pop()
+        node = parent[key]
+        if isinstance(node, dict):
+            copy: Any = dict(node)
+            parent[key] = copy
+            for child_key, child in copy.items():
+                if isinstance(child, dict | list | tuple):
+                    pending.append((copy, child_key))
+        else:
+            copy = list(node)
+            parent[key] = copy
+            if isinstance(node, tuple):
+                tuples.append((parent, key))
+            for index, child in enumerate(copy):
+                if isinstance(child, dict | list | tuple):
+                    pending.append((copy, index))
+    for parent, key in reversed(tuples):
+        parent[key] = tuple(parent[key])
+    return root[0]
 
 
 def new_lineage() -> str:
@@ -103,7 +127,7 @@ class PrefixTracker:
             and messages[: len(known.messages)] == known.messages
         ):
             start = len(known.messages)
-            return WritePlan(False, start, encode_messages(messages[start:]), known.lineage)
+            return WritePlan(False, start, encode_messages(messages[start:], start), known.lineage)
         if checkpoint.version == 0:
             lineage = new_lineage()
         else:

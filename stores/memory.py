@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .checkpoint import Checkpoint, CheckpointStatus, CheckpointSummary, utcnow
-from .codec import decode_checkpoint, decode_summary, encode_head, encode_messages
-from .errors import ConflictError
+from .codec import check_task_id, decode_checkpoint, decode_summary, encode_head, encode_messages
+from .errors import ConflictError, InvalidStoreURLError
 from .incremental import PrefixTracker, WritePlan
 from .protocol import StoreInfo, summary_matches
 from .retention import is_expired, parse_ttl
-from .url import query_params
+from .url import check_params, query_params, redact_url, split_url
 
 __all__ = ["MemoryStore"]
 
@@ -52,21 +52,22 @@ class MemoryStore:
         self._tracker = PrefixTracker()
 
     @classmethod
-    def from_url(cls, url: str) -> MemoryStore:
-        """``memory://``, ``memory://name`` or ``memory://name?ttl=7d``."""
-        from urllib.parse import urlsplit
+    def from_url(cls, url: str, *, create: bool = True) -> MemoryStore:
+        """``memory://``, ``memory://name`` or ``memory://name?ttl=7d``.
 
-        from .errors import InvalidStoreURLError
-
-        parts = urlsplit(url)
+        ``create`` is accepted for :func:`~stores.open_store`; a memory store is always
+        new and empty, and opening it creates nothing outside the process.
+        """
+        parts = split_url(url)
         params = query_params(parts)
-        ttl = params.pop("ttl", None)
-        if params:
-            raise InvalidStoreURLError(f"memory:// takes only a name and ?ttl=, not {sorted(params)}")
+        check_params("memory://", url, params, ["ttl"])
         try:
-            return cls((parts.netloc + parts.path).strip("/"), ttl=ttl)
+            return cls((parts.netloc + parts.path).strip("/"), ttl=params.get("ttl"))
         except ValueError as exc:
-            raise InvalidStoreURLError(f"{url!r}: {exc}") from None
+            raise InvalidStoreURLError(f"{redact_url(url)!r}: {exc}") from None
+
+    def __repr__(self) -> str:
+        return f"<MemoryStore {redact_url(self.info().url)!r}>"
 
     def _live(self, task_id: str, now: _dt.datetime) -> _Record | None:
         """The record of ``task_id`` unless it has expired (then it is dropped). Lock held."""
@@ -77,6 +78,7 @@ class MemoryStore:
         return record
 
     def load(self, task_id: str) -> Checkpoint | None:
+        check_task_id(task_id)
         with self._lock:
             record = self._live(task_id, utcnow())
             if record is None:
@@ -95,7 +97,7 @@ class MemoryStore:
         return checkpoint
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
-        task_id = checkpoint.task_id
+        task_id = check_task_id(checkpoint.task_id)
         now = utcnow()
         plan = self._tracker.plan(checkpoint)
         with self._lock:
@@ -124,6 +126,7 @@ class MemoryStore:
         return saved
 
     def delete(self, task_id: str) -> None:
+        check_task_id(task_id)
         with self._lock:
             self._records.pop(task_id, None)
         self._tracker.forget(task_id)
@@ -161,7 +164,7 @@ class MemoryStore:
     def info(self) -> StoreInfo:
         return StoreInfo(
             backend="memory",
-            url=f"memory://{self.name}",
+            url=redact_url(f"memory://{self.name}"),
             durable=False,
             incremental=True,
             notes=("in-process only: nothing survives the process",),

@@ -37,21 +37,30 @@ import select
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlencode, urlsplit, urlunsplit
+from urllib.parse import urlencode, urlunsplit
 
 from .checkpoint import Checkpoint, CheckpointStatus, CheckpointSummary, utcnow
-from .codec import decode_checkpoint, decode_summary, dumps, encode_head, encode_messages
+from .codec import (
+    check_task_id,
+    decode_checkpoint,
+    decode_summary,
+    dumps,
+    encode_head,
+    encode_messages,
+)
 from .errors import (
     ConflictError,
     CorruptCheckpointError,
     InvalidStoreURLError,
+    InvalidTaskIdError,
     MissingDriverError,
+    StoreNotFoundError,
     StoreUnavailableError,
 )
 from .incremental import PrefixTracker, WritePlan
 from .protocol import StoreInfo, metadata_matches
 from .retention import EXPIRING_STATUSES, cutoff, parse_ttl
-from .url import query_params, redact_url
+from .url import check_params, query_params, redact_text, redact_url, split_url, url_secrets
 
 if TYPE_CHECKING:
     import psycopg
@@ -71,6 +80,29 @@ _OWN_PARAMS = (
     "pool_timeout",
     "ttl",
 )
+
+
+#: libpq's connection parameters that a URI may carry besides its keywords.
+_LIBPQ_URI_EXTRAS = ("ssl",)
+
+
+def _libpq_params() -> set[str]:
+    """The connection parameters the installed libpq accepts (a URL may set any of them)."""
+    import psycopg
+
+    try:
+        keywords = {option.keyword.decode() for option in psycopg.pq.Conninfo.get_defaults()}
+    except Exception:  # an exotic libpq wrapper: trust a static list of the usual ones
+        keywords = {
+            "host", "hostaddr", "port", "dbname", "user", "password", "passfile",
+            "connect_timeout", "client_encoding", "options", "application_name",
+            "fallback_application_name", "keepalives", "keepalives_idle",
+            "keepalives_interval", "keepalives_count", "tcp_user_timeout", "sslmode",
+            "sslcert", "sslkey", "sslpassword", "sslrootcert", "sslcrl", "sslcrldir",
+            "sslsni", "requirepeer", "gssencmode", "krbsrvname", "target_session_attrs",
+            "service", "channel_binding", "require_auth", "load_balance_hosts",
+        }  # fmt: skip
+    return keywords | set(_LIBPQ_URI_EXTRAS)
 
 
 def _import_driver() -> tuple[Any, Any, Any]:
@@ -119,6 +151,7 @@ class PostgresStore:
         pool_timeout: float = 10.0,
         url: str | None = None,
         ttl: float | str | None = None,
+        create: bool = True,
     ) -> None:
         #: Seconds after their last save that finished checkpoints expire (None: never).
         self.ttl = parse_ttl(ttl)
@@ -126,6 +159,7 @@ class PostgresStore:
         self._psycopg = psycopg_mod
         self._sql = sql_mod
         self.url = redact_url(url or conninfo)
+        self._secrets = url_secrets(url or conninfo) + url_secrets(conninfo)
         self.table_prefix = _check_identifier("table_prefix", table_prefix)
         self.schema = _check_identifier("schema", schema)
         if not 1 <= min_size <= max_size:
@@ -143,9 +177,18 @@ class PostgresStore:
         # (refused, no such database, authentication failed).
         try:
             with psycopg_mod.connect(conninfo, **kwargs) as first:
-                self._migrate(first)
+                if create:
+                    self._migrate(first)
+                else:
+                    self._check_tables(first)
         except psycopg_mod.OperationalError as exc:
             raise self._unavailable(exc) from None
+        except psycopg_mod.Error as exc:
+            # libpq refused the connection string itself (a bad sslmode value, say).
+            reason = redact_text(" ".join(str(exc).split()), self._secrets)
+            raise InvalidStoreURLError(
+                f"PostgreSQL URL {self.url}: {reason}"
+            ) from None
         self._pool: ConnectionPool[psycopg.Connection[Any]] = pool_cls(
             conninfo,
             kwargs=kwargs,
@@ -163,20 +206,31 @@ class PostgresStore:
             raise self._unavailable(exc) from None
 
     @classmethod
-    def from_url(cls, url: str) -> PostgresStore:
+    def from_url(cls, url: str, *, create: bool = True) -> PostgresStore:
         """``postgresql://user:password@host:5432/dbname?table_prefix=agentckpt_&schema=public``.
 
         Also ``pool_min_size``, ``pool_max_size``, ``pool_timeout`` (seconds to wait for a
         free connection), ``connect_timeout`` (seconds, passed to libpq too) and ``ttl``
         (seconds or a duration such as ``7d``; see :mod:`stores.retention`); any other
-        parameter (``sslmode`` ...) goes to libpq as it is.
+        libpq connection parameter (``sslmode`` ...) goes to libpq as it is; anything
+        else is refused as a typo. ``create=False`` opens only existing tables and
+        creates nothing (:class:`~stores.StoreNotFoundError` otherwise).
         """
         _import_driver()
-        parts = urlsplit(url)
+        parts = split_url(url)
         scheme = parts.scheme.split("+", 1)[0]
         if scheme not in ("postgresql", "postgres"):
             raise InvalidStoreURLError(f"{redact_url(url)!r} is not a postgresql:// URL")
         params = query_params(parts)
+        check_params(
+            "PostgreSQL",
+            url,
+            params,
+            {*_OWN_PARAMS, *_libpq_params()},
+            listed=_OWN_PARAMS,
+            more="and any libpq connection parameter (sslmode, connect_timeout, "
+            "application_name, ...)",
+        )
         own = {key: params.pop(key) for key in _OWN_PARAMS if key in params}
         try:
             min_size = int(own.get("pool_min_size", "1"))
@@ -203,12 +257,16 @@ class PostgresStore:
             pool_timeout=pool_timeout,
             url=url,
             ttl=ttl,
+            create=create,
         )
+
+    def __repr__(self) -> str:
+        return f"<PostgresStore {self.url!r} tables {self.schema}.{self.table_prefix}*>"
 
     # -- plumbing ----------------------------------------------------------------------
 
     def _unavailable(self, exc: BaseException, doing: str = "connect") -> StoreUnavailableError:
-        reason = " ".join(str(exc).split()) or type(exc).__name__
+        reason = redact_text(" ".join(str(exc).split()), self._secrets) or type(exc).__name__
         return StoreUnavailableError(
             f"PostgreSQL store {self.url} is unavailable ({doing}): {reason}. Check that the "
             "server runs and accepts TCP connections at that host and port, that the user, "
@@ -249,6 +307,17 @@ class PostgresStore:
             for name in ("checkpoints", "messages", "migrations")
         }
 
+    def _check_tables(self, conn: psycopg.Connection[Any]) -> None:
+        """For ``create=False``: the tables must exist already (nothing is created)."""
+        names = [self.tables[name] for name in ("checkpoints", "messages")]
+        row = conn.execute("SELECT to_regclass(%s), to_regclass(%s)", names).fetchone()
+        if row is None or None in row:
+            raise StoreNotFoundError(
+                f"no PostgreSQL store at {self.url}: the tables {self.schema}."
+                f"{self.table_prefix}* do not exist (nothing was created). Check the "
+                "database and table_prefix in the store URL"
+            )
+
     def _migrate(self, conn: psycopg.Connection[Any]) -> None:
         q = self._queries
         with conn.transaction():
@@ -278,6 +347,7 @@ class PostgresStore:
     # -- the store protocol ------------------------------------------------------------
 
     def load(self, task_id: str) -> Checkpoint | None:
+        check_task_id(task_id)
         if "\x00" in task_id:
             return None  # PostgreSQL text cannot hold NUL, so no such task can exist
         with self._connection("load") as conn:
@@ -308,9 +378,9 @@ class PostgresStore:
         return checkpoint.model_copy(update={"version": int(version)})
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
-        task_id = checkpoint.task_id
+        task_id = check_task_id(checkpoint.task_id)
         if "\x00" in task_id:
-            raise ValueError(
+            raise InvalidTaskIdError(
                 f"task_id {task_id!r} contains NUL, which PostgreSQL text columns cannot hold"
             )
         # Encode before any I/O: a ValueError leaves the store untouched.
@@ -407,6 +477,7 @@ class PostgresStore:
         return None if found is None else int(found[0])
 
     def delete(self, task_id: str) -> None:
+        check_task_id(task_id)
         if "\x00" in task_id:
             return
         try:

@@ -34,10 +34,10 @@ import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlencode, urlsplit, urlunsplit
+from urllib.parse import unquote, urlencode, urlunsplit
 
 from .checkpoint import Checkpoint, CheckpointStatus, CheckpointSummary, utcnow
-from .codec import decode_checkpoint, decode_summary, encode_head, encode_messages
+from .codec import check_task_id, decode_checkpoint, decode_summary, encode_head, encode_messages
 from .errors import (
     ConflictError,
     CorruptCheckpointError,
@@ -48,7 +48,7 @@ from .errors import (
 from .incremental import PrefixTracker, WritePlan
 from .protocol import StoreInfo, summary_matches
 from .retention import EXPIRING_STATUSES, parse_ttl
-from .url import query_params, redact_url
+from .url import check_params, query_params, redact_text, redact_url, split_url, url_secrets
 
 if TYPE_CHECKING:
     import redis as redis_module
@@ -141,6 +141,43 @@ return removed
 """
 
 
+#: Query parameters this store reads; the driver's own (see _driver_params) go to redis-py.
+_OWN_PARAMS = ("key_prefix", "ttl")
+# Connection settings redis-py takes as text from a URL (besides its typed ones).
+_DRIVER_TEXT_PARAMS = (
+    "username", "password", "client_name", "lib_name", "lib_version", "encoding",
+    "encoding_errors", "ssl_cert_reqs", "ssl_ca_certs", "ssl_ca_path", "ssl_ca_data",
+    "ssl_certfile", "ssl_keyfile", "ssl_password", "ssl_ciphers",
+)  # fmt: skip
+
+
+def _driver_params() -> set[str]:
+    """The query parameters redis-py reads from a URL."""
+    from redis.connection import URL_QUERY_ARGUMENT_PARSERS
+
+    return set(URL_QUERY_ARGUMENT_PARSERS) | set(_DRIVER_TEXT_PARAMS)
+
+
+def _database_index(url: str, path: str, params: Mapping[str, str]) -> int:
+    """The database a URL names (``/0`` or ``?db=0``); anything but a number is refused.
+
+    redis-py reads ``/abc`` as database 0, silently: a typo would share another
+    application's data.
+    """
+    raw = params.get("db")
+    where = "?db="
+    if raw is None:
+        raw, where = unquote(path).strip("/"), "path /"
+        if not raw:
+            return 0
+    if not raw.isascii() or not raw.isdigit():
+        raise InvalidStoreURLError(
+            f"Redis URL {redact_url(url)!r}: the database ({where}{raw}) must be a number "
+            "such as 0 (redis://host:6379/0)"
+        )
+    return int(raw)
+
+
 def _check_ttl(value: float | str | None) -> float | None:
     """``stores.retention.parse_ttl``, and short enough for a Redis key expiry."""
     ttl = parse_ttl(value)
@@ -185,6 +222,7 @@ class RedisStore:
         url: str = "redis://",
         warn_if_not_durable: bool = True,
         ttl: float | str | None = None,
+        database: int | None = None,
     ) -> None:
         #: Seconds after its last save that a finished checkpoint expires (None: never).
         self.ttl = _check_ttl(ttl)
@@ -193,6 +231,7 @@ class RedisStore:
         self._client = client
         self.key_prefix = key_prefix
         self.url = redact_url(url)
+        self._secrets = url_secrets(url)
         self._tracker = PrefixTracker()
         #: Payload bytes (heads and messages) the saves of this instance sent to Redis.
         self.bytes_written = 0
@@ -201,6 +240,7 @@ class RedisStore:
         )
         self._prune_script = client.register_script(_PRUNE_SCRIPT)
         self._durability: tuple[bool | None, tuple[str, ...]] | None = None
+        self._database = database
         if warn_if_not_durable:
             durable, _ = self._probe_durability()
             if durable is False:
@@ -213,16 +253,25 @@ class RedisStore:
                 )
 
     @classmethod
-    def from_url(cls, url: str) -> RedisStore:
+    def from_url(cls, url: str, *, create: bool = True) -> RedisStore:
         """``redis://[:password@]host:6379/0?key_prefix=agentckpt:&ttl=7d`` (``rediss://`` for TLS).
 
         ``ttl`` is optional (see :mod:`stores.retention`). Other query parameters go to
         redis-py. Connects at once, so a wrong URL or a server that is down fails here
-        with :class:`~stores.StoreUnavailableError`.
+        with :class:`~stores.StoreUnavailableError`. An unknown parameter (a typo such as
+        ``kye_prefix``) and a database that is not a number, or that the server does not
+        have, are refused with :class:`~stores.InvalidStoreURLError`. ``create`` changes
+        nothing: opening a Redis store writes nothing.
         """
         redis = _import_redis()
-        parts = urlsplit(url)
+        parts = split_url(url)
         params = query_params(parts)
+        check_params(
+            "Redis", url, params, {*_OWN_PARAMS, *_driver_params()},
+            listed=_OWN_PARAMS, more="and redis-py's connection parameters "
+            "(socket_timeout, client_name, ssl_cert_reqs, ...)",
+        )  # fmt: skip
+        database = _database_index(url, parts.path, params)
         key_prefix = params.pop("key_prefix", DEFAULT_KEY_PREFIX)
         try:
             ttl = _check_ttl(params.pop("ttl", None))
@@ -233,18 +282,25 @@ class RedisStore:
         from redis.backoff import ExponentialBackoff
         from redis.retry import Retry
 
-        client = redis.Redis.from_url(
-            driver_url,
-            decode_responses=False,
-            socket_connect_timeout=_CONNECT_TIMEOUT,
-            socket_timeout=_SOCKET_TIMEOUT,
-            # One quick retry on a dropped connection (a pooled connection to a server
-            # that restarted); a server that stays down fails within seconds.
-            retry=Retry(ExponentialBackoff(cap=0.2, base=0.05), 1),
-            retry_on_error=[redis.ConnectionError],
-        )
-        store = cls(client, key_prefix=key_prefix, url=url, ttl=ttl)
+        try:
+            client = redis.Redis.from_url(
+                driver_url,
+                decode_responses=False,
+                socket_connect_timeout=_CONNECT_TIMEOUT,
+                socket_timeout=_SOCKET_TIMEOUT,
+                # One quick retry on a dropped connection (a pooled connection to a server
+                # that restarted); a server that stays down fails within seconds.
+                retry=Retry(ExponentialBackoff(cap=0.2, base=0.05), 1),
+                retry_on_error=[redis.ConnectionError],
+            )
+        except ValueError as exc:  # redis-py: "Invalid value for 'socket_timeout' ..."
+            reason = redact_text(str(exc), url_secrets(url))
+            raise InvalidStoreURLError(f"Redis URL {redact_url(url)!r}: {reason}") from None
+        store = cls(client, key_prefix=key_prefix, url=url, ttl=ttl, database=database)
         return store
+
+    def __repr__(self) -> str:
+        return f"<RedisStore {self.url!r} key prefix {self.key_prefix!r}>"
 
     # -- keys -------------------------------------------------------------------------
 
@@ -279,12 +335,14 @@ class RedisStore:
             yield
         except redis.AuthenticationError as exc:
             raise StoreUnavailableError(
-                f"Redis at {self.url} refused the credentials while trying to {what} ({exc}): "
+                f"Redis at {self.url} refused the credentials while trying to {what} "
+                f"({redact_text(str(exc), self._secrets)}): "
                 "check the password (and user name) in the store URL"
             ) from None
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise StoreUnavailableError(
-                f"Redis at {self.url} is unreachable while trying to {what} ({exc}): check "
+                f"Redis at {self.url} is unreachable while trying to {what} "
+                f"({redact_text(str(exc), self._secrets)}): check "
                 "that redis-server is running, that host, port and database in the URL are "
                 "right, and for TLS servers that the URL says rediss://"
             ) from None
@@ -293,6 +351,7 @@ class RedisStore:
 
     def load(self, task_id: str) -> Checkpoint | None:
         """The stored checkpoint, or ``None`` when none exists (damage raises)."""
+        check_task_id(task_id)
         head_key, msgs_key, index_key = self.raw_keys(task_id)
         with self._errors("load a checkpoint"):
             pipe = self._client.pipeline(transaction=True)
@@ -346,7 +405,7 @@ class RedisStore:
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
         """Compare-and-set on ``version``; writes only the new suffix of ``messages``."""
-        task_id = checkpoint.task_id
+        task_id = check_task_id(checkpoint.task_id)
         new_version = checkpoint.version + 1
         saved = checkpoint.model_copy(update={"version": new_version, "updated_at": utcnow()})
         head = encode_head(saved)
@@ -407,6 +466,7 @@ class RedisStore:
 
     def delete(self, task_id: str) -> None:
         """Remove the checkpoint (idempotent)."""
+        check_task_id(task_id)
         head_key, msgs_key, index_key = self.raw_keys(task_id)
         with self._errors("delete a checkpoint"):
             pipe = self._client.pipeline(transaction=True)
@@ -471,7 +531,12 @@ class RedisStore:
             return self._durability
         redis = self._redis
         with self._errors("connect"):
-            self._client.ping()
+            try:
+                self._client.ping()
+            except redis.ResponseError as exc:
+                if "db index" not in str(exc).lower():
+                    raise
+                raise self._bad_database(exc) from None
             try:
                 config = self._client.config_get("append*")
             except redis.ResponseError as exc:
@@ -507,6 +572,15 @@ class RedisStore:
                 ("AOF persistence off: an in-memory-only Redis loses every checkpoint on restart",),
             )
         return self._durability
+
+    def _bad_database(self, exc: Exception) -> InvalidStoreURLError:
+        """The server has no database of the index the URL names."""
+        index = "" if self._database is None else f" {self._database}"
+        return InvalidStoreURLError(
+            f"Redis URL {self.url!r}: the server has no database{index} ({exc}); a server has "
+            "16 (0 to 15) unless redis.conf sets 'databases': use one it has, such as "
+            "redis://host:6379/0"
+        )
 
     def info(self) -> StoreInfo:
         """Backend ``redis``; ``durable`` True only when AOF persistence is on."""

@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import ipaddress
-import json
 import os
 import secrets
 import threading
@@ -35,17 +34,26 @@ from typing import Any, TypeVar
 from urllib.parse import quote, unquote, urlsplit
 
 from .checkpoint import Checkpoint, CheckpointStatus, CheckpointSummary, utcnow
-from .codec import decode_checkpoint, decode_summary, dumps, encode_head, encode_messages
+from .codec import (
+    check_task_id,
+    decode_checkpoint,
+    decode_summary,
+    dumps,
+    encode_head,
+    encode_messages,
+    loads,
+)
 from .errors import (
     ConflictError,
     CorruptCheckpointError,
     InvalidStoreURLError,
     MissingDriverError,
+    StoreNotFoundError,
     StoreUnavailableError,
 )
 from .incremental import PrefixTracker, WritePlan
 from .protocol import StoreInfo, summary_matches
-from .url import query_params, redact_url
+from .url import check_params, query_params, redact_text, redact_url, split_url, url_secrets
 
 __all__ = ["S3Store"]
 
@@ -73,6 +81,9 @@ _NO_TTL = (
     "on the store's prefix also expires the old message chunks of running tasks, so let one "
     "reach only finished tasks' objects"
 )
+
+#: The query parameters of an S3 store URL.
+_PARAMS = ("endpoint_url", "region")
 
 _Entry = tuple[int, int, str]  # start, end (exclusive), token
 _T = TypeVar("_T")
@@ -132,6 +143,7 @@ class S3Store:
         self.bucket = bucket
         self.prefix = prefix.strip("/")
         self.url = redact_url(url or f"s3://{bucket}/{self.prefix}")
+        self._secrets = url_secrets(url)
         #: Bytes this store uploaded (heads, chunks, indexes): for incremental-save checks.
         self.bytes_written = 0
         self._tracker = PrefixTracker()
@@ -161,17 +173,23 @@ class S3Store:
         self._NoCredentialsError = NoCredentialsError
 
     @classmethod
-    def from_url(cls, url: str) -> S3Store:
+    def from_url(cls, url: str, *, create: bool = True) -> S3Store:
         """``s3://bucket/prefix?endpoint_url=http://127.0.0.1:8333&region=us-east-1``.
 
         Checks at once that the endpoint answers and the bucket exists, so a wrong URL
         fails here with :class:`~stores.StoreUnavailableError`. ``ttl`` is refused: an S3
-        store keeps checkpoints until they are deleted.
+        store keeps checkpoints until they are deleted. Other parameters are refused (a
+        typo would otherwise go unnoticed). ``create`` changes nothing: opening an S3
+        store writes nothing, and a missing bucket is never created
+        (:class:`~stores.StoreNotFoundError`).
         """
-        parts = urlsplit(url)
+        parts = split_url(url)
         params = query_params(parts)
         if "ttl" in params:
             raise InvalidStoreURLError(f"{redact_url(url)!r}: {_NO_TTL}")
+        check_params("S3", url, params, _PARAMS)
+        if params.get("endpoint_url"):
+            split_url(params["endpoint_url"])
         boto3 = _import_boto3()
         from botocore.config import Config
 
@@ -205,6 +223,9 @@ class S3Store:
         store = cls(client, bucket, unquote(parts.path), url=url)
         store._check_bucket()
         return store
+
+    def __repr__(self) -> str:
+        return f"<S3Store {self.url!r}>"
 
     # -- keys -------------------------------------------------------------------------
 
@@ -255,7 +276,8 @@ class S3Store:
             yield
         except self._unreachable as exc:
             raise StoreUnavailableError(
-                f"S3 endpoint of {self.url} is unreachable while trying to {what} ({exc}): "
+                f"S3 endpoint of {self.url} is unreachable while trying to {what} "
+                f"({redact_text(str(exc), self._secrets)}): "
                 "check that the server runs and that endpoint_url (scheme, host, port) is right"
             ) from None
         except self._NoCredentialsError:
@@ -266,7 +288,7 @@ class S3Store:
         except self._ClientError as exc:
             code = self._code(exc)
             if code == "NoSuchBucket":
-                raise StoreUnavailableError(self._missing_bucket_message()) from None
+                raise StoreNotFoundError(self._missing_bucket_message()) from None
             if (
                 code
                 in (
@@ -297,18 +319,13 @@ class S3Store:
                 self._client.head_bucket(Bucket=self.bucket)
             except self._ClientError as exc:
                 if self._status(exc) == 404 or self._code(exc) in ("404", "NoSuchBucket"):
-                    raise StoreUnavailableError(self._missing_bucket_message()) from None
+                    raise StoreNotFoundError(self._missing_bucket_message()) from None
                 raise
 
     # -- head envelope ----------------------------------------------------------------
 
     def _parse_head(self, task_id: str, body: bytes, etag: str) -> _Head:
-        try:
-            envelope = json.loads(body)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise CorruptCheckpointError(
-                task_id, f"stored head is not valid JSON ({exc})"
-            ) from None
+        envelope = loads(body, task_id=task_id, where="head")
         if not isinstance(envelope, dict) or not isinstance(envelope.get("head"), dict):
             raise CorruptCheckpointError(task_id, "stored head is not a head object")
         if envelope.get("format") != _FORMAT:
@@ -430,7 +447,7 @@ class S3Store:
             if found is None:
                 return None
             try:
-                raw = json.loads(found[0])
+                raw = loads(found[0], task_id=task_id, where=f"chunk index {key!r}")
                 if not isinstance(raw, list):
                     raise TypeError("not a list")
                 entries.extend(self._entry(e) for e in raw)
@@ -456,6 +473,7 @@ class S3Store:
 
     def load(self, task_id: str) -> Checkpoint | None:
         """The stored checkpoint, or ``None`` when none exists (damage raises)."""
+        check_task_id(task_id)
         with self._errors("load a checkpoint"):
             for _ in range(_LOAD_ATTEMPTS):
                 head = self._read_head(task_id)
@@ -483,29 +501,27 @@ class S3Store:
             return None
         keys = [self._object_key(task_id, "msgs", head.lineage, e) for e in entries]
         bodies = self._map(self._get, keys)
-        encoded: list[bytes] = []
+        decoded: list[Any] = []
         for entry, key, found in zip(entries, keys, bodies, strict=True):
             if found is None:
                 return None
-            try:
-                messages = json.loads(found[0])
-            except (ValueError, UnicodeDecodeError) as exc:
-                raise CorruptCheckpointError(
-                    task_id, f"message chunk {key!r} is not valid JSON ({exc})"
-                ) from None
+            messages = loads(
+                found[0], task_id=task_id, where=f"message chunk {key!r}", messages_from=entry[0]
+            )
             if not isinstance(messages, list) or len(messages) != entry[1] - entry[0]:
                 raise CorruptCheckpointError(
                     task_id, f"message chunk {key!r} does not hold messages {entry[0]}-{entry[1]}"
                 )
-            encoded.extend(dumps(m) for m in messages)
-        checkpoint = decode_checkpoint(task_id, head.fields, encoded)
+            decoded.extend(messages)
+        # Decoded once, checked by the codec's rules (nesting, integers) in decode_checkpoint.
+        checkpoint = decode_checkpoint(task_id, head.fields, decoded)
         self._remember(task_id, head)
         self._tracker.loaded(task_id, head.version, head.lineage, checkpoint.messages)
         return checkpoint
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
         """Compare-and-set on ``version`` through a conditional PUT of the head."""
-        task_id = checkpoint.task_id
+        task_id = check_task_id(checkpoint.task_id)
         expected = checkpoint.version
         saved = checkpoint.model_copy(update={"version": expected + 1, "updated_at": utcnow()})
         with self._errors("save a checkpoint"):
@@ -661,6 +677,7 @@ class S3Store:
 
     def delete(self, task_id: str) -> None:
         """Remove the checkpoint and its objects (idempotent)."""
+        check_task_id(task_id)
         with self._errors("delete a checkpoint"):
             head = self._read_head_or_none(task_id)
             # The head first: from then on the task does not exist for any reader.

@@ -35,20 +35,28 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote
 
 from .checkpoint import Checkpoint, CheckpointStatus, CheckpointSummary, utcnow
-from .codec import decode_checkpoint, decode_summary, dumps, encode_head, encode_messages
+from .codec import (
+    check_task_id,
+    decode_checkpoint,
+    decode_summary,
+    dumps,
+    encode_head,
+    encode_messages,
+)
 from .errors import (
     ConflictError,
     CorruptCheckpointError,
     InvalidStoreURLError,
+    StoreNotFoundError,
     StoreUnavailableError,
 )
 from .incremental import PrefixTracker, WritePlan
 from .protocol import StoreInfo, metadata_matches
 from .retention import EXPIRING_STATUSES, cutoff, parse_ttl
-from .url import query_params
+from .url import check_params, query_params, redact_url, split_url
 
 __all__ = ["SQLiteStore"]
 
@@ -125,6 +133,7 @@ class SQLiteStore:
         synchronous: str = "full",
         url: str | None = None,
         ttl: float | str | None = None,
+        create: bool = True,
     ) -> None:
         if synchronous.lower() not in _SYNCHRONOUS:
             raise ValueError(
@@ -135,7 +144,9 @@ class SQLiteStore:
         #: Seconds after their last save that finished checkpoints expire (None: never).
         self.ttl = parse_ttl(ttl)
         self.path = Path(path)
-        self.url = url or f"sqlite:///{self.path}"
+        self.url = redact_url(url or f"sqlite:///{self.path}")
+        #: False: open only an existing store, never create a directory, file or table.
+        self.create = create
         self._busy_timeout_ms = int(busy_timeout_ms)
         self._synchronous = synchronous.lower()
         self._local = threading.local()
@@ -145,26 +156,35 @@ class SQLiteStore:
         self._tracker = PrefixTracker()
         #: Payload bytes (heads and messages) the saves of this instance wrote.
         self.bytes_written = 0
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise self._unavailable(
-                f"cannot create the directory {self.path.parent}: {exc}"
-            ) from None
+        if not create:
+            if not self.path.is_file():
+                raise StoreNotFoundError(
+                    f"no SQLite store at {self.path}: the file does not exist (nothing was "
+                    "created). Check the path in the store URL"
+                )
+        else:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise self._unavailable(
+                    f"cannot create the directory {self.path.parent}: {exc}"
+                ) from None
         self._migrate()
 
     @classmethod
-    def from_url(cls, url: str) -> SQLiteStore:
+    def from_url(cls, url: str, *, create: bool = True) -> SQLiteStore:
         """``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db``.
 
         Query parameters: ``busy_timeout`` (milliseconds, default 10000),
         ``synchronous`` (``full``, the default, or ``normal``) and ``ttl`` (seconds or a
-        duration such as ``7d``; see :mod:`stores.retention`).
+        duration such as ``7d``; see :mod:`stores.retention`). ``create=False`` opens
+        only an existing store file and creates nothing
+        (:class:`~stores.StoreNotFoundError` otherwise).
         """
-        parts = urlsplit(url)
+        parts = split_url(url)
         if parts.netloc:
             raise InvalidStoreURLError(
-                f"SQLite URL {url!r} has a host part {parts.netloc!r}; use "
+                f"SQLite URL {redact_url(url)!r} has a host part; use "
                 "sqlite:///relative/path.db or sqlite:////absolute/path.db"
             )
         path = unquote(parts.path)
@@ -172,32 +192,30 @@ class SQLiteStore:
         path = path[1:] if path.startswith("/") else path
         if not path or path == ":memory:":
             raise InvalidStoreURLError(
-                f"SQLite URL {url!r} names no file; use sqlite:///relative/path.db or "
+                f"SQLite URL {redact_url(url)!r} names no file; use sqlite:///relative/path.db or "
                 "sqlite:////absolute/path.db (use memory:// for an in-process store)"
             )
         params = query_params(parts)
-        unknown = sorted(set(params) - {"busy_timeout", "synchronous", "ttl"})
-        if unknown:
-            raise InvalidStoreURLError(
-                f"SQLite URL {url!r}: unknown parameter(s) {', '.join(unknown)}; "
-                "supported: busy_timeout, synchronous, ttl"
-            )
+        check_params("SQLite", url, params, ["busy_timeout", "synchronous", "ttl"])
         try:
             busy = int(params.get("busy_timeout", "10000"))
         except ValueError:
             raise InvalidStoreURLError(
-                f"SQLite URL {url!r}: busy_timeout must be an integer number of milliseconds"
+                f"SQLite URL {redact_url(url)!r}: busy_timeout must be an integer number of milliseconds"
             ) from None
         sync = params.get("synchronous", "full")
         if sync.lower() not in _SYNCHRONOUS:
             raise InvalidStoreURLError(
-                f"SQLite URL {url!r}: synchronous must be one of {', '.join(_SYNCHRONOUS)}"
+                f"SQLite URL {redact_url(url)!r}: synchronous must be one of {', '.join(_SYNCHRONOUS)}"
             )
         try:
             ttl = parse_ttl(params.get("ttl"))
         except ValueError as exc:
-            raise InvalidStoreURLError(f"SQLite URL {url!r}: {exc}") from None
-        return cls(path, busy_timeout_ms=busy, synchronous=sync, url=url, ttl=ttl)
+            raise InvalidStoreURLError(f"SQLite URL {redact_url(url)!r}: {exc}") from None
+        return cls(path, busy_timeout_ms=busy, synchronous=sync, url=url, ttl=ttl, create=create)
+
+    def __repr__(self) -> str:
+        return f"<SQLiteStore {self.url!r}>"
 
     # -- connections -------------------------------------------------------------------
 
@@ -218,13 +236,24 @@ class SQLiteStore:
         if cached is not None and cached[0] == pid:
             return cached[1]
         try:
+            # Without create, mode=rw opens an existing file and never makes one.
+            target = (
+                self.path if self.create else f"file:{quote(str(self.path.absolute()))}?mode=rw"
+            )
             conn = sqlite3.connect(
-                self.path,
+                target,
+                uri=not self.create,
                 timeout=self._busy_timeout_ms / 1000,
                 isolation_level=None,  # we issue BEGIN/COMMIT ourselves
                 check_same_thread=False,  # only so that close() may close it from any thread
             )
             conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
+            if not self.create and conn.execute("PRAGMA user_version").fetchone()[0] == 0:
+                conn.close()
+                raise StoreNotFoundError(
+                    f"no SQLite store at {self.path}: the file holds no checkpoint tables "
+                    "(nothing was created). Check the path in the store URL"
+                )
             # Small pages for a new file (an existing one keeps its own): a save touches a
             # few pages, and SQLite writes whole pages to the WAL and again to the file at
             # a checkpoint, so 1 KiB pages write about a third of the bytes of 4 KiB ones.
@@ -267,7 +296,7 @@ class SQLiteStore:
                         f"the file has table layout {layout}, newer than this code's "
                         f"{_LAYOUT_VERSION}; upgrade pytest-agentckpt"
                     )
-                if layout < _LAYOUT_VERSION:
+                if layout < _LAYOUT_VERSION and self.create:
                     for statement in _SCHEMA.split(";"):
                         if statement.strip():
                             conn.execute(statement)
@@ -278,6 +307,7 @@ class SQLiteStore:
     # -- the store protocol -------------------------------------------------------------
 
     def load(self, task_id: str) -> Checkpoint | None:
+        check_task_id(task_id)
         limit = None if self.ttl is None else _iso(cutoff(self.ttl, utcnow()))
         try:
             # One read transaction: the head and the messages come from the same snapshot.
@@ -337,7 +367,7 @@ class SQLiteStore:
         return checkpoint.model_copy(update={"version": version})
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
-        task_id = checkpoint.task_id
+        task_id = check_task_id(checkpoint.task_id)
         # Encode everything before touching the file: a ValueError (a lone surrogate, say)
         # must leave the store exactly as it was.
         plan = self._tracker.plan(checkpoint)
@@ -450,6 +480,7 @@ class SQLiteStore:
         return plan
 
     def delete(self, task_id: str) -> None:
+        check_task_id(task_id)
         try:
             with self._transaction() as conn:
                 conn.execute("DELETE FROM messages WHERE task_id = ?", (task_id,))

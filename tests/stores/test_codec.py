@@ -20,13 +20,13 @@ def test_dumps_is_compact_utf8_and_keeps_big_integers() -> None:
 
 
 def test_dumps_rejects_lone_surrogate_naming_its_place() -> None:
-    with pytest.raises(ValueError, match=r"lone surrogate at \$\.messages\[1\]\.content"):
+    with pytest.raises(ValueError, match=r"at messages\.1\.content .*lone surrogate"):
         dumps({"messages": [{"content": "ok"}, {"content": "bad \ud800"}]})
 
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf")])
 def test_dumps_rejects_non_finite_floats(value: float) -> None:
-    with pytest.raises(ValueError, match="cannot be stored as JSON"):
+    with pytest.raises(ValueError, match=r"at x cannot be stored: it holds (nan|inf)"):
         dumps({"x": value})
 
 
@@ -147,7 +147,7 @@ def test_encode_head_matches_the_slow_encoding_on_random_data() -> None:
 
 def test_encode_head_still_names_a_lone_surrogate() -> None:
     cp = Checkpoint(task_id="t", metadata={"note": "bad \ud800"})
-    with pytest.raises(ValueError, match=r"lone surrogate at \$\.metadata\.note"):
+    with pytest.raises(ValueError, match=r"at metadata\.note .*lone surrogate"):
         encode_head(cp)
 
 

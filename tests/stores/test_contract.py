@@ -207,7 +207,8 @@ def test_awkward_strings_and_shapes_round_trip(any_checkpoint_store: CheckpointS
         task_id=_task_id(),
         goal="\x00 goal with nul",
         messages=[_user(text) for text in awkward if text]
-        + [{"role": "assistant", "content": [{"type": "text", "text": "", "extra": _deep(200)}]}],
+        # 123 levels of {"child": [...]} put the deepest list at the nesting limit (250).
+        + [{"role": "assistant", "content": [{"type": "text", "text": "", "extra": _deep(123)}]}],
         artifacts={text: text for text in awkward[:9]},
         metadata={"ints": [2**53 + 1, -(2**53) - 1, 10**30], "floats": [0.1, 1e308, -0.0]},
         completed_tasks=[],
@@ -216,7 +217,7 @@ def test_awkward_strings_and_shapes_round_trip(any_checkpoint_store: CheckpointS
     loaded = any_checkpoint_store.load(checkpoint.task_id)
     assert loaded is not None
     assert loaded.model_dump() == saved.model_dump()
-    assert loaded.messages[-1]["content"][0]["extra"] == _deep(200)
+    assert loaded.messages[-1]["content"][0]["extra"] == _deep(123)
     assert loaded.metadata["ints"][0] == 2**53 + 1
 
 

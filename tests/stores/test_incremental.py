@@ -94,3 +94,43 @@ def test_snapshot_detects_mutation_deep_inside_a_saved_message() -> None:
     assert tracker.plan(cp.model_copy(update={"version": 1})).rewrite
     cp.messages[0]["content"].append({"type": "text", "text": "one more block"})
     assert tracker.plan(cp.model_copy(update={"version": 1})).rewrite
+
+
+def test_the_snapshot_of_data_100000_deep_is_copied_without_recursion() -> None:
+    from typing import Any
+
+    from stores.incremental import _skeleton
+
+    leaf = "shared leaf"
+    value: Any = leaf
+    for level in range(100_000):
+        value = [{"k": value}] if level % 3 else ({"t": (value, 1)},)
+    copy = _skeleton(value)  # the recursive version raised RecursionError here
+    # Walk both side by side: every container new, of the same type, every leaf shared.
+    pending: list[tuple[Any, Any]] = [(value, copy)]
+    seen = 0
+    while pending:
+        original, copied = pending.pop()
+        if isinstance(original, dict):
+            assert type(copied) is dict and copied is not original
+            pending.extend(zip(original.values(), copied.values(), strict=True))
+            seen += 1
+        elif isinstance(original, list | tuple):
+            assert type(copied) is type(original) and copied is not original
+            assert len(copied) == len(original)
+            pending.extend(zip(original, copied, strict=True))
+            seen += 1
+        else:
+            assert copied is original
+    assert seen == 200_000 + 100_000 // 3 + 1
+
+
+def test_a_tracker_snapshot_is_never_an_alias_of_the_callers_tuples_or_lists() -> None:
+    from stores.incremental import _skeleton
+
+    inner = [1, {"a": [2]}]
+    value = {"x": (inner, ("y", [3])), "z": []}
+    copy = _skeleton(value)
+    assert copy == value
+    inner[1]["a"].append(99)  # type: ignore[index]
+    assert copy["x"][0][1]["a"] == [2]

@@ -378,12 +378,12 @@ def test_ttl_is_refused_explaining_how_to_remove_finished_checkpoints(ttl: str) 
     assert "list_checkpoints(status='completed')" in message
 
 
-def test_other_query_parameters_are_still_ignored(store_url: str) -> None:
-    opened = open_store(f"{store_url}&unknown=1")
-    try:
-        assert opened.info().ttl is None
-    finally:
-        opened.close()
+def test_an_unknown_query_parameter_is_refused_not_ignored(store_url: str) -> None:
+    # Ignored, a typo such as endpont_url= would send the checkpoints to AWS instead.
+    with pytest.raises(InvalidStoreURLError, match=r"unknown parameter\(s\) endpont_url") as caught:
+        open_store(f"{store_url}&endpont_url=http://127.0.0.1:1")
+    assert "did you mean 'endpoint_url'" in str(caught.value)
+    assert "supported: endpoint_url, region" in str(caught.value)
 
 
 # -- errors ---------------------------------------------------------------------------------

@@ -1,0 +1,318 @@
+"""Store URLs on every backend: secrets never shown, typos refused, read-only opens create nothing."""
+
+from __future__ import annotations
+
+import uuid
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stores import (
+    Checkpoint,
+    InvalidStoreURLError,
+    StoreError,
+    StoreNotFoundError,
+    StoreUnavailableError,
+    open_store,
+    redact_url,
+)
+from stores.url import redact_text, url_secrets
+
+SECRET = "hunter2-" + uuid.uuid4().hex[:8]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+# -- the one redaction, on every URL form ---------------------------------------------------
+
+REDACTED_FORMS = [
+    # userinfo, every backend
+    (f"postgresql://app:{SECRET}@db:5432/agents", "postgresql://app:***@db:5432/agents"),
+    (f"postgres://app:{SECRET}@db/agents?table_prefix=x_", "postgres://app:***@db/agents?table_prefix=x_"),
+    (f"redis://:{SECRET}@cache:6379/0", "redis://:***@cache:6379/0"),
+    (f"rediss://user:{SECRET}@cache:6380/1?key_prefix=a:", "rediss://user:***@cache:6380/1?key_prefix=a:"),
+    (f"s3://b/p?endpoint_url=http://key:{SECRET}@127.0.0.1:8333", "s3://b/p?endpoint_url=http://key:***@127.0.0.1:8333"),
+    # a password holding characters urlsplit ends the host part at
+    (f"redis://:pa/ss{SECRET}@cache:6379/0", "redis://:***@cache:6379/0"),
+    # percent-encoded userinfo
+    ("postgresql://app:p%40ss%2Fword@db/agents", "postgresql://app:***@db/agents"),
+    # secret query parameters
+    (f"postgresql://app@db/agents?password={SECRET}", "postgresql://app@db/agents?password=***"),
+    (f"postgresql://db/agents?sslmode=verify-full&sslpassword={SECRET}", "postgresql://db/agents?sslmode=verify-full&sslpassword=***"),
+    (f"redis://cache:6379/0?password={SECRET}&key_prefix=k:", "redis://cache:6379/0?password=***&key_prefix=k:"),
+    (f"redis://cache/0?ssl_password={SECRET}", "redis://cache/0?ssl_password=***"),
+    (f"s3://b/p?aws_secret_access_key={SECRET}&region=eu-west-1", "s3://b/p?aws_secret_access_key=***&region=eu-west-1"),
+    (f"s3://b/p?token={SECRET}", "s3://b/p?token=***"),
+    (f"s3://b/p?endpoint_url=http://127.0.0.1:8333/%3Fsecret%3D{SECRET}", None),
+    (f"sqlite:///x.db?passwd={SECRET}", "sqlite:///x.db?passwd=***"),
+    (f"memory://name?secret={SECRET}", "memory://name?secret=***"),
+    # libpq key/value conninfo
+    (f"host=db dbname=agents password={SECRET} user=app", "host=db dbname=agents password=*** user=app"),
+    (f"host=db password='{SECRET} with spaces'", "host=db password=***"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("url", "expected"), REDACTED_FORMS)
+def test_redact_url_hides_the_secret_of_every_url_form(url: str, expected: str | None) -> None:
+    shown = redact_url(url)
+    assert SECRET not in shown
+    assert "hunter2" not in shown
+    if expected is not None:
+        assert shown == expected
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://app@db:5432/agents?table_prefix=agentckpt_&sslmode=require",
+        "redis://cache:6379/0?key_prefix=agentckpt:",
+        "s3://bucket/prefix?endpoint_url=http://127.0.0.1:8333&region=us-east-1",
+        "sqlite:///.agentckpt/checkpoints.db",
+        "memory://",
+    ],
+)
+def test_redact_url_leaves_a_url_without_secrets_unchanged(url: str) -> None:
+    assert redact_url(url) == url
+
+
+def test_driver_messages_are_scrubbed_of_the_urls_secrets() -> None:
+    url = f"s3://b/p?endpoint_url=http://key:{SECRET}@127.0.0.1:1"
+    message = f'Could not connect to the endpoint URL: "http://key:{SECRET}@127.0.0.1:1/b"'
+    assert SECRET in url_secrets(url)
+    assert SECRET not in redact_text(message, url_secrets(url))
+
+
+# -- redaction on every backend: errors, info().url, repr ----------------------------------
+
+
+def _assert_hidden(*texts: object) -> None:
+    for text in texts:
+        assert SECRET not in str(text), text
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"postgresql://postgres:{SECRET}@127.0.0.1:{{port}}/test?connect_timeout=1",
+        f"postgresql://postgres@127.0.0.1:{{port}}/test?password={SECRET}&connect_timeout=1",
+        f"redis://:{SECRET}@127.0.0.1:{{port}}/0",
+        f"redis://127.0.0.1:{{port}}/0?password={SECRET}",
+        f"s3://bucket/p?endpoint_url=http://key:{SECRET}@127.0.0.1:{{port}}",
+    ],
+)
+def test_an_unreachable_store_error_never_shows_the_secret(url: str) -> None:
+    with pytest.raises(StoreUnavailableError) as raised:
+        open_store(url.format(port=_free_port()))
+    _assert_hidden(raised.value, repr(raised.value))
+    assert "***" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"sqlite:///x.db?password={SECRET}",
+        f"memory://m?password={SECRET}",
+        f"postgresql://postgres:{SECRET}@127.0.0.1/test?tabel_prefix=x_",
+        f"redis://:{SECRET}@127.0.0.1/0?kye_prefix=x",
+        f"redis://:{SECRET}@127.0.0.1/abc",
+        f"s3://b/p?endpoint_url=http://k:{SECRET}@127.0.0.1:1&regoin=x",
+        f"postgresql://postgres:{SECRET}@127.0.0.1:notaport/test",
+    ],
+)
+def test_an_invalid_url_error_never_shows_the_secret(url: str) -> None:
+    with pytest.raises(InvalidStoreURLError) as raised:
+        open_store(url)
+    _assert_hidden(raised.value)
+
+
+@pytest.fixture
+def live_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A URL with a secret in it for each backend, on a server that accepts it."""
+    backend = request.param
+    ns = "t" + uuid.uuid4().hex[:12]
+    if backend == "postgresql":
+        base = request.getfixturevalue("agentckpt_postgres_url")
+        # The test server trusts every client, so any password is accepted.
+        url = f"{base}{'&' if '?' in base else '?'}table_prefix={ns}_&password={SECRET}"
+    elif backend == "redis":
+        base = request.getfixturevalue("agentckpt_redis_url")
+        url = f"{base}{'&' if '?' in base else '?'}key_prefix={ns}:"
+        # A server without requirepass accepts a password-only AUTH.
+        url = url.replace("redis://", f"redis://:{SECRET}@", 1) if "@" not in url else url
+    elif backend == "s3":
+        from pytest_agentckpt.services import s3
+
+        endpoint = request.getfixturevalue("agentckpt_moto_endpoint")
+        bucket = s3.ensure_bucket(endpoint, "agentckpt-tests")
+        secret_endpoint = endpoint.replace("http://", f"http://key:{SECRET}@", 1)
+        url = f"s3://{bucket}/{ns}?endpoint_url={secret_endpoint}"
+    else:
+        url = f"sqlite:///{tmp_path / 'x.db'}"
+    return url
+
+
+@pytest.mark.parametrize("live_url", ["postgresql", "redis", "s3"], indirect=True)
+def test_info_url_and_repr_never_show_the_secret(live_url: str) -> None:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            store = open_store(live_url)
+    except StoreError as exc:  # a server refusing the credentials: the error is checked
+        _assert_hidden(exc)
+        pytest.skip(f"the test server refused the credentials: {exc}")
+    try:
+        _assert_hidden(store.info().url, repr(store), store.info())
+        assert "***" in store.info().url and "***" in repr(store)
+        for note in store.info().notes:
+            _assert_hidden(note)
+    finally:
+        purge(store)
+
+
+def purge(store: Any) -> None:
+    from pytest_agentckpt.certify.hooks import hooks_for
+
+    try:
+        hook = hooks_for(store).purge
+        if hook is not None:
+            hook()
+        if hasattr(store, "drop_tables"):
+            store.drop_tables()
+    finally:
+        store.close()
+
+
+# -- typos and bad values refused with the supported parameters ---------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "listed"),
+    [
+        ("postgresql://postgres@127.0.0.1/test?tabel_prefix=x_", "did you mean 'table_prefix'"),
+        ("redis://127.0.0.1:6379/0?kye_prefix=x:", "did you mean 'key_prefix'"),
+        ("sqlite:///x.db?busy_timout=5", "did you mean 'busy_timeout'"),
+        ("s3://b/p?endpoint=http://127.0.0.1:1", "supported: endpoint_url, region"),
+        ("memory://m?tll=5", "supported: ttl"),
+    ],
+)
+def test_a_mistyped_parameter_is_refused_listing_the_supported_ones(url: str, listed: str) -> None:
+    with pytest.raises(InvalidStoreURLError, match="unknown parameter") as raised:
+        open_store(url)
+    assert listed in str(raised.value)
+    assert "supported:" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "path", ["/abc", "/-1", "/0x1", "/1/2", "/0?db=zero"]
+)
+def test_a_redis_database_that_is_not_a_number_is_refused(path: str) -> None:
+    with pytest.raises(InvalidStoreURLError, match="must be a number"):
+        open_store(f"redis://127.0.0.1:{_free_port()}{path}")
+
+
+def test_a_redis_database_the_server_does_not_have_is_refused(agentckpt_redis_url: str) -> None:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(agentckpt_redis_url)
+    url = parts._replace(path="/100000", query="key_prefix=never-written:").geturl()
+    with pytest.raises(InvalidStoreURLError, match="no database 100000"):
+        open_store(url)
+
+
+def test_a_libpq_parameter_is_still_accepted(agentckpt_postgres_url: str) -> None:
+    sep = "&" if "?" in agentckpt_postgres_url else "?"
+    url = f"{agentckpt_postgres_url}{sep}application_name=agentckpt-test&table_prefix=t{uuid.uuid4().hex[:10]}_"
+    store = open_store(url)
+    purge(store)
+
+
+# -- create=False: read-only opens create nothing -----------------------------------------
+
+
+def test_create_false_on_a_missing_sqlite_file_creates_no_directory_and_no_file(
+    tmp_path: Path,
+) -> None:
+    target = tmp_path / "typo" / "dir" / "checkpoints.db"
+    with pytest.raises(StoreNotFoundError, match="no SQLite store") as raised:
+        open_store(f"sqlite:///{target}", create=False)
+    assert str(target) in str(raised.value)
+    assert list(tmp_path.iterdir()) == []
+    # An existing file that holds no store is not one either, and is left as it was.
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    with pytest.raises(StoreNotFoundError, match="no checkpoint tables"):
+        open_store(f"sqlite:///{empty}", create=False)
+    assert empty.read_bytes() == b""
+
+
+def test_create_false_opens_an_existing_sqlite_store(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'checkpoints.db'}"
+    writer = open_store(url)
+    writer.save(Checkpoint(task_id="t1", goal="kept"))
+    writer.close()
+    reader = open_store(url, create=False)
+    try:
+        loaded = reader.load("t1")
+        assert loaded is not None and loaded.goal == "kept"
+        assert [s.task_id for s in reader.list_checkpoints()] == ["t1"]
+    finally:
+        reader.close()
+
+
+def test_create_false_on_missing_postgres_tables_creates_nothing(
+    agentckpt_postgres_url: str,
+) -> None:
+    import psycopg
+
+    prefix = f"t{uuid.uuid4().hex[:12]}_"
+    sep = "&" if "?" in agentckpt_postgres_url else "?"
+    with pytest.raises(StoreNotFoundError, match=f"tables public.{prefix}"):
+        open_store(f"{agentckpt_postgres_url}{sep}table_prefix={prefix}", create=False)
+    with psycopg.connect(agentckpt_postgres_url.split("?")[0]) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_tables WHERE tablename LIKE %s", (prefix + "%",)
+        ).fetchone()
+    assert row == (0,)
+
+
+def test_create_false_opens_existing_postgres_tables(agentckpt_postgres_url: str) -> None:
+    sep = "&" if "?" in agentckpt_postgres_url else "?"
+    url = f"{agentckpt_postgres_url}{sep}table_prefix=t{uuid.uuid4().hex[:12]}_"
+    writer = open_store(url)
+    try:
+        writer.save(Checkpoint(task_id="t1"))
+        reader = open_store(url, create=False)
+        try:
+            assert reader.load("t1") is not None
+        finally:
+            reader.close()
+    finally:
+        purge(writer)
+
+
+def test_a_missing_s3_bucket_is_store_not_found(agentckpt_moto_endpoint: str) -> None:
+    bucket = "no-such-bucket-" + uuid.uuid4().hex[:8]
+    for create in (True, False):
+        with pytest.raises(StoreNotFoundError, match=f"bucket {bucket!r} does not exist"):
+            open_store(f"s3://{bucket}/p?endpoint_url={agentckpt_moto_endpoint}", create=create)
+
+
+def test_create_false_changes_nothing_for_memory_and_redis(agentckpt_redis_url: str) -> None:
+    assert open_store("memory://x", create=False).load("t") is None
+    sep = "&" if "?" in agentckpt_redis_url else "?"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        store = open_store(f"{agentckpt_redis_url}{sep}key_prefix=t{uuid.uuid4().hex}:", create=False)
+    try:
+        assert store.list_checkpoints() == []
+    finally:
+        store.close()
