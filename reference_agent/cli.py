@@ -29,7 +29,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NoReturn
-from urllib.parse import parse_qs, unquote, urlsplit
 
 from stores import (
     Checkpoint,
@@ -37,11 +36,12 @@ from stores import (
     CheckpointStore,
     CorruptCheckpointError,
     StoreError,
+    StoreNotFoundError,
     open_store,
     redact_url,
 )
 from stores.errors import UnsupportedSchemaVersionError
-from stores.url import DEFAULT_STORE_URL
+from stores.url import DEFAULT_STORE_URL, redact_text, resolve_url, url_secrets
 
 if TYPE_CHECKING:
     from .agent import AgentEvent
@@ -126,51 +126,27 @@ def describe_event(event: dict[str, Any]) -> str | None:
 
 
 def _store_url(url: str | None) -> str:
-    return url or os.environ.get("AGENTCKPT_STORE_URL") or DEFAULT_STORE_URL
+    return resolve_url(url)
 
 
 def _scrub(text: str, url: str) -> str:
     """``text`` (a driver's message) without the URL's secrets, whatever form they took."""
-    text = text.replace(url, redact_url(url))
-    try:
-        parts = urlsplit(url)
-        secrets = [parts.password, *parse_qs(parts.query).get("password", [])]
-    except ValueError:
-        return text
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "***").replace(unquote(secret), "***")
-    return text
-
-
-def _sqlite_file(url: str) -> Path | None:
-    """The file a ``sqlite://`` URL names (the store's own reading of it), else None."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return None
-    if parts.scheme.lower() != "sqlite" or parts.netloc:
-        return None
-    path = unquote(parts.path)
-    path = path[1:] if path.startswith("/") else path
-    return Path(path) if path and path != ":memory:" else None
+    return redact_text(text.replace(url, redact_url(url)), url_secrets(url))
 
 
 def _open(url: str | None, *, read_only: bool = False) -> CheckpointStore:
     """Open the store; a read-only command never creates one (a mistyped path says so)."""
     url = _store_url(url)
-    if read_only:
-        path = _sqlite_file(url)
-        if path is not None and not path.exists():
-            raise CLIError(
-                f"there is no store at {redact_url(url)} (no file {str(path)!r}); nothing was "
-                "created: check --store or $AGENTCKPT_STORE_URL"
-            )
     try:
         with warnings.catch_warnings():
             # Durability is judged once, by the commands that run the agent (_require_durable).
             warnings.filterwarnings("ignore", message=".*AOF persistence off")
-            return open_store(url)
+            return open_store(url, create=not read_only)
+    except StoreNotFoundError as exc:
+        raise CLIError(
+            f"there is no store at {redact_url(url)}: {_scrub(str(exc), url)} "
+            "(--store or $AGENTCKPT_STORE_URL)"
+        ) from None
     except StoreError as exc:
         raise CLIError(_scrub(str(exc), url)) from None
     except Exception as exc:  # the driver's own errors: a bad URL parameter, a refused db
