@@ -47,7 +47,14 @@ import httpx2
 
 from .offline_batches import MODELS, BatchError, BatchStore, model_info, page
 from .offline_record import Exchange, History, HistoryIndex
-from .offline_streams import AsyncEventStream, StreamPlan, SyncEventStream, sse_body, sse_events
+from .offline_streams import (
+    AsyncEventStream,
+    StreamPlan,
+    SyncEventStream,
+    bedrock_event,
+    sse_body,
+    sse_events,
+)
 from .offline_threads import THREADS_BETA, Resolved, ThreadError, ThreadStore, is_threaded
 from .scripted import Plan, PlanModel, ScriptedModel, signature_matches
 from .validation import InvalidHistoryError, validate_messages
@@ -129,7 +136,7 @@ _MODELS = "/v1/models"
 _SERVED = (
     "POST /v1/messages, POST /v1/messages/count_tokens, /v1/messages/batches "
     "(create, list, retrieve, cancel, delete, results), GET /v1/models[/{id}], "
-    "Vertex :rawPredict / :streamRawPredict, Bedrock /model/{id}/invoke"
+    "Vertex :rawPredict / :streamRawPredict, Bedrock /model/{id}/invoke[-with-response-stream]"
 )
 # Prompts shorter than this are not cached, as with the API's minimum cacheable length.
 DEFAULT_CACHE_MIN_TOKENS = 1024
@@ -564,7 +571,7 @@ class FakeMessagesAPI:
                 )
             )
         request: dict[str, Any] = {}
-        if method == "POST":
+        if method == "POST" and (body.strip() or generation or route.kind == "count_tokens"):
             try:
                 parsed = json.loads(body or b"null")
             except ValueError:
@@ -641,21 +648,19 @@ class FakeMessagesAPI:
                 return finish(
                     self._serve_other(route, request, body, query, base_url, base_headers, error)
                 )
-            if route.platform == "bedrock" and stream:
-                return finish(
-                    error(
-                        400,
-                        "invalid_request_error",
-                        "The fake Messages API does not serve Bedrock's "
-                        "invoke-with-response-stream (AWS event-stream encoding); "
-                        "use messages.create without stream=True on AnthropicBedrock, or "
-                        "test streaming with anthropic.Anthropic against the fake",
-                    )
-                )
-            return self._generate(
+            reply = self._generate(
                 index, request, body, stream, fault, resolved, record["history"], base_headers,
                 error, finish,
             )
+            if route.platform == "bedrock" and reply.events is not None:
+                # Bedrock frames each event as an AWS event-stream message.
+                reply.events = [bedrock_event(event) for event in reply.events]
+                reply.body = b"".join(reply.events)
+                reply.headers = [
+                    (k, "application/vnd.amazon.eventstream" if k == "content-type" else v)
+                    for k, v in reply.headers
+                ]
+            return reply
         finally:
             # Whatever became of it, the continue is no longer in flight.
             self.threads.finish(resolved, continued=False)

@@ -14,14 +14,17 @@ read, as over the network.
 
 from __future__ import annotations
 
+import base64
 import json
+import struct
+import zlib
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import httpx2
 
-__all__ = ["StreamPlan", "sse_body", "sse_events"]
+__all__ = ["StreamPlan", "bedrock_event", "sse_body", "sse_events"]
 
 
 def _event(name: str, data: Mapping[str, Any]) -> bytes:
@@ -189,3 +192,42 @@ class AsyncEventStream(httpx2.AsyncByteStream):
             yield event
         if self._drop:
             raise _dropped(self._request)
+
+
+def _aws_header(name: str, value: str) -> bytes:
+    raw_name, raw_value = name.encode(), value.encode()
+    # Header value type 7: a string with a 2-byte length.
+    return (
+        struct.pack("!B", len(raw_name))
+        + raw_name
+        + b"\x07"
+        + struct.pack("!H", len(raw_value))
+        + raw_value
+    )
+
+
+def bedrock_event(sse: bytes) -> bytes:
+    """One server-sent event as Bedrock's ``invoke-with-response-stream`` sends it: an AWS
+    event-stream ``chunk`` message whose payload holds the event's data, base64-encoded.
+
+    >>> from botocore.eventstream import EventStreamBuffer
+    >>> buffer = EventStreamBuffer()
+    >>> buffer.add_data(bedrock_event(b'event: ping\\ndata: {"type": "ping"}\\n\\n'))
+    >>> [m.headers[":event-type"] for m in buffer]
+    ['chunk']
+    """
+    data = b""
+    for line in sse.split(b"\n"):
+        if line.startswith(b"data: "):
+            data = line[len(b"data: ") :]
+    payload = json.dumps({"bytes": base64.b64encode(data).decode()}).encode()
+    headers = (
+        _aws_header(":event-type", "chunk")
+        + _aws_header(":content-type", "application/json")
+        + _aws_header(":message-type", "event")
+    )
+    total = 12 + len(headers) + len(payload) + 4
+    prelude = struct.pack("!II", total, len(headers))
+    prelude += struct.pack("!I", zlib.crc32(prelude))
+    message = prelude + headers + payload
+    return message + struct.pack("!I", zlib.crc32(message))
