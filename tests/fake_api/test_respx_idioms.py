@@ -7,7 +7,12 @@ import httpx2
 import pytest
 import respx
 
-from pytest_agentckpt.fake_api import FakeMessagesAPI, fake_side_effect, respx_transport
+from pytest_agentckpt.fake_api import (
+    FakeMessagesAPI,
+    fake_side_effect,
+    respx_mock,
+    respx_transport,
+)
 from reference_agent.scripted import CannedModel, message_json
 
 GO = [{"role": "user", "content": "go"}]
@@ -33,10 +38,12 @@ def test_a_module_level_respx_route_answers_the_sdk(anthropic_respx: respx.MockR
     assert not anthropic_respx.calls  # the fixture's router had no route for it
 
 
-def test_module_level_routes_are_dropped_after_the_test_that_added_them() -> None:
-    # The previous test's respx.post route must not leak into this one.
-    assert not any("module level" in repr(r) for r in respx.mock.routes)
-    assert len(respx.mock.routes) == 0
+def test_module_level_routes_added_inside_the_bridge_are_dropped_after_it() -> None:
+    before = len(respx.mock.routes)
+    with respx_mock(base_url=API, assert_all_called=False):
+        respx.post(f"{API}/v1/messages").respond(json=message_json("x"))
+        assert len(respx.mock.routes) == before + 1
+    assert len(respx.mock.routes) == before
 
 
 @pytest.mark.respx(base_url="https://proxy.example.test/anthropic", assert_all_called=False)
