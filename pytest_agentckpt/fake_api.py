@@ -51,8 +51,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FAKE_API_KEY",
-    "Exchange",
     "ActiveRoutes",
+    "Exchange",
     "FakeMessagesAPI",
     "FaultKind",
     "Hook",
@@ -306,7 +306,9 @@ def fake_side_effect(api: FakeMessagesAPI) -> Callable[[httpx.Request], httpx.Re
             return httpx.Response(
                 reply.status, headers=reply.headers, stream=stream, request=request
             )
-        return httpx.Response(reply.status, headers=reply.headers, content=reply.body, request=request)
+        return httpx.Response(
+            reply.status, headers=reply.headers, content=reply.body, request=request
+        )
 
     return side_effect
 
@@ -348,7 +350,7 @@ def _transports(target: Any) -> tuple[httpx2.BaseTransport, httpx2.AsyncBaseTran
 
 @contextlib.contextmanager
 def intercept_httpx2(
-    target: FakeMessagesAPI | respx.Router | httpx2.BaseTransport,
+    target: FakeMessagesAPI | respx.Router | ActiveRoutes | httpx2.BaseTransport,
     *,
     async_target: httpx2.AsyncBaseTransport | None = None,
 ) -> Iterator[None]:

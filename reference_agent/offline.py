@@ -235,9 +235,7 @@ def _route(method: str, raw_path: str) -> _Route:
         )
     match = _BEDROCK_PATH.search(path)
     if method == "POST" and match is not None:
-        return _Route(
-            "messages", path, match[1], platform="bedrock", stream=match[2] != "invoke"
-        )
+        return _Route("messages", path, match[1], platform="bedrock", stream=match[2] != "invoke")
     return _Route("unserved", path)
 
 
@@ -505,9 +503,13 @@ class FakeMessagesAPI:
             if name == "messages":
                 continue
             previous = last.get(name)
-            if previous is not None and previous is not value and type(previous) is type(value):
-                if isinstance(value, (list, dict)) and previous == value:
-                    value = previous
+            if (
+                isinstance(value, (list, dict))
+                and type(previous) is type(value)
+                and previous is not value
+                and previous == value
+            ):
+                value = previous
             fields[name] = value
         self._last_fields = fields
         return fields
@@ -534,11 +536,11 @@ class FakeMessagesAPI:
             kind: str,
             message: str,
             details: Mapping[str, Any] | None = None,
-            **extra: str,
+            headers: Mapping[str, str] | None = None,
         ) -> Reply:
             payload = _error_body(kind, message, request_id, details)
             reply_headers = [*base_headers, ("content-type", "application/json")]
-            reply_headers.extend(extra.items())
+            reply_headers.extend((headers or {}).items())
             return Reply(status, _dumps(payload), reply_headers)
 
         def finish(reply: Reply, message: dict[str, Any] | None = None, **fields: Any) -> Reply:
@@ -624,19 +626,21 @@ class FakeMessagesAPI:
             stream = bool(request.get("stream")) if route.stream is None else route.stream
             with self._lock:
                 fault = self._faults[0] if self._faults else None
-                if fault is not None and fault.kind in _STREAM_FAULTS and not (
-                    generation and stream
+                if (
+                    fault is not None
+                    and fault.kind in _STREAM_FAULTS
+                    and not (generation and stream)
                 ):
                     fault = None  # a stream fault waits for a streaming generation
                 elif fault is not None:
                     self._faults.popleft()
             if fault is not None and fault.kind in _STATUS_FAULTS:
                 status, kind, text = _STATUS_FAULTS[fault.kind]
-                extra = {}
+                extra: dict[str, str] = {}
                 if fault.retry_after is not None:
                     extra["retry-after-ms"] = str(max(1, round(fault.retry_after * 1000)))
                     extra["retry-after"] = str(max(1, round(fault.retry_after)))
-                return finish(error(status, kind, text, **extra), fault=fault.kind)
+                return finish(error(status, kind, text, headers=extra), fault=fault.kind)
             if fault is not None and fault.kind not in ("lost_response", *_STREAM_FAULTS):
                 return finish(
                     Reply(0, b"", base_headers, drop=fault.kind),
@@ -649,8 +653,16 @@ class FakeMessagesAPI:
                     self._serve_other(route, request, body, query, base_url, base_headers, error)
                 )
             reply = self._generate(
-                index, request, body, stream, fault, resolved, record["history"], base_headers,
-                error, finish,
+                index,
+                request,
+                body,
+                stream,
+                fault,
+                resolved,
+                record["history"],
+                base_headers,
+                error,
+                finish,
             )
             if route.platform == "bedrock" and reply.events is not None:
                 # Bedrock frames each event as an AWS event-stream message.
@@ -707,7 +719,7 @@ class FakeMessagesAPI:
                 500,
                 "api_error",
                 f"scripted model failed: {type(exc).__name__}: {exc}",
-                **{"x-should-retry": "false"},
+                headers={"x-should-retry": "false"},
             )
             return finish(reply, model_called=True)
         threaded = is_threaded(request)
@@ -764,7 +776,11 @@ class FakeMessagesAPI:
             reply.drop = "disconnect"
         if fault is not None and (fault.kind == "lost_response" or stream_fault):
             return finish(
-                reply, message, stream=stream, fault=fault.kind, model_called=True,
+                reply,
+                message,
+                stream=stream,
+                fault=fault.kind,
+                model_called=True,
                 delivered=False,
             )
         return finish(reply, message, stream=stream, model_called=True)
@@ -901,7 +917,7 @@ class FakeMessagesAPI:
             if kind == "batch_create":
                 return ok(_dumps(self.batches.create(request, base_url)))
             if kind == "batch_list":
-                return ok(_dumps(self.batches.list(params)))
+                return ok(_dumps(self.batches.listing(params)))
             if kind == "batch_retrieve":
                 return ok(_dumps(self.batches.retrieve(route.arg)))
             if kind == "batch_cancel":
@@ -947,9 +963,9 @@ def _check_signatures(messages: Any) -> str | None:
         if not isinstance(content, list):
             continue
         for k, block in enumerate(content):
-            if isinstance(block, dict) and block.get("type") == "thinking":
-                if signature_matches(block) is False:
-                    return f"messages.{i}.content.{k}: Invalid `signature` in `thinking` block"
+            is_thinking = isinstance(block, dict) and block.get("type") == "thinking"
+            if is_thinking and signature_matches(block) is False:
+                return f"messages.{i}.content.{k}: Invalid `signature` in `thinking` block"
     return None
 
 

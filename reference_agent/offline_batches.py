@@ -63,8 +63,8 @@ def page(items: Sequence[Mapping[str, Any]], query: Mapping[str, list[str]]) -> 
     limit = max(1, min(limit, 1000))
     ids = [str(item["id"]) for item in items]
     start, stop = 0, len(items)
-    after = (query.get("after_id") or [None])[0]
-    before = (query.get("before_id") or [None])[0]
+    after = next(iter(query.get("after_id") or ()), None)
+    before = next(iter(query.get("before_id") or ()), None)
     if after in ids:
         start = ids.index(after) + 1
     if before in ids:
@@ -212,7 +212,7 @@ class BatchStore:
         self._settle(batch)
         return batch.json()
 
-    def list(self, query: Mapping[str, list[str]]) -> dict[str, Any]:
+    def listing(self, query: Mapping[str, list[str]]) -> dict[str, Any]:
         """``GET /v1/messages/batches``: newest first."""
         with self._lock:
             batches = list(self._batches.values())[::-1]

@@ -38,7 +38,7 @@ class History:
     def __init__(self, parent: History | None, own: list[Any]) -> None:
         self.parent = parent
         self.own = own
-        self.length = len(own) + (parent.length if parent is not None else 0)
+        self.length: int = len(own) + (parent.length if parent is not None else 0)
 
     def messages(self) -> list[Any]:
         """The whole history, a new list (its messages are shared: read them, do not edit)."""

@@ -146,7 +146,10 @@ class StreamPlan:
             sent.append(
                 _event(
                     "error",
-                    {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+                    {
+                        "type": "error",
+                        "error": {"type": "overloaded_error", "message": "Overloaded"},
+                    },
                 )
             )
         return sent

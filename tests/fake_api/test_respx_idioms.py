@@ -26,6 +26,11 @@ def ask(client: anthropic.Anthropic) -> str:
     return block.text
 
 
+def read_stream(client: anthropic.Anthropic, seen: list[str]) -> None:
+    with client.messages.stream(model="m", max_tokens=64, messages=GO) as stream:
+        seen.extend(event.type for event in stream)
+
+
 def own_client() -> anthropic.Anthropic:
     # Built by the code under test: only interception can reach it.
     return anthropic.Anthropic(api_key="k", max_retries=0)
@@ -105,10 +110,8 @@ def test_a_stream_cut_mid_way_through_a_respx_route_raises_the_httpx2_protocol_e
     client = anthropic.Anthropic(
         api_key="k", max_retries=0, http_client=httpx2.Client(transport=respx_transport(router))
     )
-    seen = []
+    seen: list[str] = []
     # As over the network: the SDK does not wrap an error met while reading a stream.
     with pytest.raises(httpx2.RemoteProtocolError):
-        with client.messages.stream(model="m", max_tokens=64, messages=GO) as stream:
-            for event in stream:
-                seen.append(event.type)
+        read_stream(client, seen)
     assert seen[:1] == ["message_start"] and "message_stop" not in seen

@@ -13,7 +13,6 @@ from typing import Any
 import anthropic
 import pytest
 
-from pytest_agentckpt.fake_api import intercept_httpx2
 from reference_agent.offline import FakeMessagesAPI
 from reference_agent.scripted import Plan, Step, ToolCall
 
@@ -199,7 +198,9 @@ def test_an_unserved_endpoint_gets_an_error_that_names_it() -> None:
     assert "does not serve GET /v1/files" in str(info.value)
 
 
-def test_the_vertex_client_is_served_through_intercept(anthropic_intercept: FakeMessagesAPI) -> None:
+def test_the_vertex_client_is_served_through_intercept(
+    anthropic_intercept: FakeMessagesAPI,
+) -> None:
     client = anthropic.AnthropicVertex(
         project_id="proj", region="us-east5", access_token="token", max_retries=0
     )

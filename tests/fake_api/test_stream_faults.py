@@ -15,6 +15,13 @@ GO = [{"role": "user", "content": "go"}]
 TEXT = "a reply long enough to be sent as several text deltas, one after another"
 
 
+def read_stream(client: anthropic.Anthropic, seen: list[str] | None = None) -> None:
+    with client.messages.stream(model="m", max_tokens=64, messages=GO) as stream:
+        for event in stream:
+            if seen is not None:
+                seen.append(event.type)
+
+
 def fake() -> FakeMessagesAPI:
     return FakeMessagesAPI(CannedModel([TEXT] * 5))
 
@@ -47,11 +54,9 @@ def test_a_dropped_stream_raises_after_the_events_sent_before_it() -> None:
     api = fake()
     api.fail_next("stream_disconnect", after_events=5)
     client = api.client(max_retries=0)
-    seen = []
+    seen: list[str] = []
     with pytest.raises(httpx2.RemoteProtocolError, match="incomplete chunked read"):
-        with client.messages.stream(model="m", max_tokens=64, messages=GO) as stream:
-            for event in stream:
-                seen.append(event.type)
+        read_stream(client, seen)
     # Five events went out; the SDK does not surface the ping, and adds "text" events.
     assert [t for t in seen if t != "text"] == [
         "message_start",
@@ -74,9 +79,7 @@ def test_an_overloaded_error_event_mid_stream_raises_the_sdks_status_error() -> 
     # The HTTP status was 200 when the error came: the SDK raises APIStatusError with the
     # event's body, as it does for the API's own mid-stream errors.
     with pytest.raises(anthropic.APIStatusError) as info:
-        with client.messages.stream(model="m", max_tokens=64, messages=GO) as stream:
-            for _ in stream:
-                pass
+        read_stream(client)
     assert info.value.body == {
         "type": "error",
         "error": {"type": "overloaded_error", "message": "Overloaded"},
@@ -91,8 +94,7 @@ def test_a_stream_fault_waits_for_a_streaming_request() -> None:
     assert plain.content[0].type == "text"
     assert api.pending_faults == 1
     with pytest.raises(anthropic.APIStatusError):
-        with client.messages.stream(model="m", max_tokens=64, messages=GO) as stream:
-            stream.get_final_message()
+        read_stream(client)
     assert api.pending_faults == 0
 
 
@@ -104,8 +106,7 @@ def test_stream_faults_reach_an_agent_over_real_http() -> None:
     with api.serve() as url:
         client = sdk.Anthropic(api_key="k", base_url=url, max_retries=0)
         with pytest.raises(httpx2.RemoteProtocolError):
-            with client.messages.stream(model="m", max_tokens=64, messages=GO) as stream:
-                stream.get_final_message()
+            read_stream(client)
         with client.messages.stream(model="m", max_tokens=64, messages=GO) as stream:
             assert stream.response.is_closed is False
             assert stream.get_final_text() == TEXT

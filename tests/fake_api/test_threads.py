@@ -103,7 +103,9 @@ def test_hooks_see_the_whole_history_of_a_continue() -> None:
     api = FakeMessagesAPI(PLAN)
     seen: list[int] = []
     api.add_hook(
-        lambda event, index, body: seen.append(len(body["messages"])) if event == "request" else None
+        lambda event, index, body: (
+            seen.append(len(body["messages"])) if event == "request" else None
+        )
     )
     api.client(max_retries=0).beta.messages.tool_runner(
         model="m", max_tokens=256, tools=[add], messages=GO
@@ -112,9 +114,7 @@ def test_hooks_see_the_whole_history_of_a_continue() -> None:
 
 
 def create(client: anthropic.Anthropic, **kwargs: Any) -> Any:
-    return client.beta.messages.create(
-        model="m", max_tokens=64, betas=[THREADS_BETA], **kwargs
-    )
+    return client.beta.messages.create(model="m", max_tokens=64, betas=[THREADS_BETA], **kwargs)
 
 
 def test_a_continue_from_an_unknown_reply_is_thread_not_found() -> None:
@@ -128,9 +128,7 @@ def test_a_reply_can_be_continued_only_once() -> None:
     api = FakeMessagesAPI(PLAN)
     client = api.client(max_retries=0)
     first = create(client, messages=GO, thread={"type": "create"})
-    result = [
-        {"type": "tool_result", "tool_use_id": first.content[0].id, "content": "3"}
-    ]
+    result = [{"type": "tool_result", "tool_use_id": first.content[0].id, "content": "3"}]
     thread = {"type": "continue", "previous_message_id": first.id}
     create(client, messages=[{"role": "user", "content": result}], thread=thread)
     with pytest.raises(anthropic.BadRequestError) as info:
@@ -191,9 +189,7 @@ def test_a_lost_reply_on_a_thread_makes_the_sdk_replay_the_whole_history() -> No
     # continue is refused, and the SDK starts a new thread with the whole conversation.
     api = FakeMessagesAPI(PLAN)
     client = api.client(max_retries=2)
-    runner = client.beta.messages.tool_runner(
-        model="m", max_tokens=256, tools=[add], messages=GO
-    )
+    runner = client.beta.messages.tool_runner(model="m", max_tokens=256, tools=[add], messages=GO)
     iterator = iter(runner)
     next(iterator)
     api.fail_next("lost_response")

@@ -124,7 +124,10 @@ def test_dropped_thinking_is_rejected_when_thinking_is_enabled() -> None:
     messages = [
         *GO,
         {"role": "assistant", "content": [use.model_dump(exclude_none=True)]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "ok"}]},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "ok"}],
+        },
     ]
     with pytest.raises(anthropic.BadRequestError, match="Expected `thinking`"):
         client.messages.create(model="m", max_tokens=2048, thinking=THINKING, messages=messages)
