@@ -9,8 +9,8 @@ agents in child processes:
   ``/v1/messages/count_tokens``;
 - Message Batches (``/v1/messages/batches``) and Models (``/v1/models``);
 - the same generation on the URLs of ``AnthropicVertex`` (``:rawPredict``,
-  ``:streamRawPredict``) and ``AnthropicBedrock`` (``/model/{id}/invoke``; its
-  event-stream encoding is refused, with an error that says so).
+  ``:streamRawPredict``) and ``AnthropicBedrock`` (``/model/{id}/invoke`` and
+  ``invoke-with-response-stream``, in AWS event-stream messages).
 
 Every request is checked with :func:`~reference_agent.validation.validate_messages`, so an
 invalid history gets the API's HTTP 400, and every exchange is recorded in memory that
