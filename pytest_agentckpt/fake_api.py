@@ -28,7 +28,7 @@ this module re-exports it and adds what only tests need.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FAKE_API_KEY",
+    "ActiveRoutes",
     "Exchange",
     "FakeMessagesAPI",
     "FaultKind",
@@ -77,17 +78,54 @@ def _to_httpx_request(request: httpx2.Request, body: bytes) -> httpx.Request:
 
 
 def _to_httpx2_response(response: httpx.Response, request: httpx2.Request) -> httpx2.Response:
+    if hasattr(response, "_content"):
+        # Read already (respx reads plain bodies): hand the decoded body over; its old
+        # framing headers would lie.
+        return httpx2.Response(
+            response.status_code,
+            headers=[
+                (k, v)
+                for k, v in response.headers.raw
+                if k.lower() not in (b"content-encoding", b"transfer-encoding")
+            ],
+            content=response.content,
+            request=request,
+        )
+    # A streamed body stays a stream: chunks reach the SDK as the route yields them.
     return httpx2.Response(
         response.status_code,
-        headers=[
-            (k, v)
-            for k, v in response.headers.raw
-            # The body is handed over decoded; its old framing headers would lie.
-            if k.lower() not in (b"content-encoding", b"transfer-encoding")
-        ],
-        content=response.content,
+        headers=[(k, v) for k, v in response.headers.raw if k.lower() != b"transfer-encoding"],
+        stream=_BridgedStream(response, request),
         request=request,
     )
+
+
+class _BridgedStream(httpx2.SyncByteStream, httpx2.AsyncByteStream):
+    """An ``httpx`` response's body as an ``httpx2`` stream, read as the client reads it;
+    an ``httpx`` transport error while reading becomes its ``httpx2`` twin."""
+
+    def __init__(self, response: httpx.Response, request: httpx2.Request) -> None:
+        self._response = response
+        self._request = request
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            yield from self._response.iter_raw()
+        except httpx.TransportError as exc:
+            raise _to_httpx2_error(exc, self._request) from exc
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._response.aiter_raw():
+                yield chunk
+        except httpx.TransportError as exc:
+            raise _to_httpx2_error(exc, self._request) from exc
+
+    def close(self) -> None:
+        self._response.close()
+
+    async def aclose(self) -> None:
+        await self._response.aclose()
 
 
 def _to_httpx2_error(exc: httpx.TransportError, request: httpx2.Request) -> Exception:
@@ -107,8 +145,70 @@ def _to_httpx_error(drop: str, request: httpx.Request) -> httpx.TransportError:
 # -- respx bridge ----------------------------------------------------------------------
 
 
+class ActiveRoutes:
+    """Every respx router a request should meet, as respx itself would resolve it.
+
+    ``primary`` first; then the routers respx has started (``with respx.mock``,
+    ``@respx.mock``, the ``respx_mock`` fixture), then routes added with respx's
+    module-level API (``respx.post(...)``) to its default router. The first router with
+    a matching route answers; when none has one, respx's "not mocked" error is raised.
+
+    >>> import respx
+    >>> routes = ActiveRoutes(respx.MockRouter(base_url="https://api.anthropic.com"))
+    >>> routes.routers()[0] is routes.primary
+    True
+    """
+
+    def __init__(self, primary: respx.Router) -> None:
+        self.primary = primary
+
+    def routers(self) -> list[respx.Router]:
+        """The routers to try, in order."""
+        import respx
+        from respx.mocks import Mocker
+
+        out: list[respx.Router] = [self.primary]
+        candidates = [r for mocker in Mocker.registry.values() for r in mocker.routers]
+        candidates.append(respx.mock)
+        for router in candidates:
+            if all(router is not known for known in out) and (
+                router is not respx.mock or router.routes
+            ):
+                out.append(router)
+        return out
+
+    def handler(self, request: httpx.Request) -> httpx.Response:
+        """Resolve ``request`` (see the class docstring)."""
+        from respx.models import AllMockedAssertionError
+
+        first: AllMockedAssertionError | None = None
+        for router in self.routers():
+            try:
+                return router.handler(request)
+            except AllMockedAssertionError as exc:
+                first = first or exc
+        assert first is not None
+        raise first
+
+    async def async_handler(self, request: httpx.Request) -> httpx.Response:
+        """The async twin of :meth:`handler`."""
+        from respx.models import AllMockedAssertionError
+
+        first: AllMockedAssertionError | None = None
+        for router in self.routers():
+            try:
+                return await router.async_handler(request)
+            except AllMockedAssertionError as exc:
+                first = first or exc
+        assert first is not None
+        raise first
+
+
+_Resolver = Any  # a respx router, or anything with its handler / async_handler
+
+
 class _RespxTransport(httpx2.BaseTransport):
-    def __init__(self, router: respx.Router, fallback: httpx2.BaseTransport | None) -> None:
+    def __init__(self, router: _Resolver, fallback: httpx2.BaseTransport | None) -> None:
         self._router = router
         self._fallback = fallback
 
@@ -124,12 +224,11 @@ class _RespxTransport(httpx2.BaseTransport):
             return self._fallback.handle_request(request)
         except httpx.TransportError as exc:
             raise _to_httpx2_error(exc, request) from exc
-        response.read()
         return _to_httpx2_response(response, request)
 
 
 class _AsyncRespxTransport(httpx2.AsyncBaseTransport):
-    def __init__(self, router: respx.Router, fallback: httpx2.AsyncBaseTransport | None) -> None:
+    def __init__(self, router: _Resolver, fallback: httpx2.AsyncBaseTransport | None) -> None:
         self._router = router
         self._fallback = fallback
 
@@ -145,12 +244,11 @@ class _AsyncRespxTransport(httpx2.AsyncBaseTransport):
             return await self._fallback.handle_async_request(request)
         except httpx.TransportError as exc:
             raise _to_httpx2_error(exc, request) from exc
-        await response.aread()
         return _to_httpx2_response(response, request)
 
 
 def respx_transport(
-    router: respx.Router, *, fallback: httpx2.BaseTransport | None = None
+    router: respx.Router | ActiveRoutes, *, fallback: httpx2.BaseTransport | None = None
 ) -> httpx2.BaseTransport:
     """An ``httpx2`` transport that answers from a respx router.
 
@@ -172,7 +270,7 @@ def respx_transport(
 
 
 def respx_async_transport(
-    router: respx.Router, *, fallback: httpx2.AsyncBaseTransport | None = None
+    router: respx.Router | ActiveRoutes, *, fallback: httpx2.AsyncBaseTransport | None = None
 ) -> httpx2.AsyncBaseTransport:
     """The async twin of :func:`respx_transport`, for ``httpx2.AsyncClient``."""
     return _AsyncRespxTransport(router, fallback)
@@ -192,14 +290,46 @@ def fake_side_effect(api: FakeMessagesAPI) -> Callable[[httpx.Request], httpx.Re
     """
 
     def side_effect(request: httpx.Request) -> httpx.Response:
-        status, headers, body, drop = api.handle(
-            request.method, request.url.path, request.headers, request.read()
+        url = request.url
+        reply = api.respond(
+            request.method,
+            url.path,
+            request.headers,
+            request.read(),
+            query=url.query.decode("ascii"),
+            base_url=f"{url.scheme}://{url.netloc.decode('ascii')}",
         )
-        if drop is not None:
-            raise _to_httpx_error(drop, request)
-        return httpx.Response(status, headers=headers, content=body, request=request)
+        if reply.drop is not None:
+            raise _to_httpx_error(reply.drop, request)
+        if reply.events is not None:
+            stream = _EventStream(reply.events, reply.stream_drop, request)
+            return httpx.Response(
+                reply.status, headers=reply.headers, stream=stream, request=request
+            )
+        return httpx.Response(
+            reply.status, headers=reply.headers, content=reply.body, request=request
+        )
 
     return side_effect
+
+
+class _EventStream(httpx.SyncByteStream, httpx.AsyncByteStream):
+    # The fake's stream events for a respx route: one per read, then the drop, if any.
+    def __init__(self, events: list[bytes], drop: bool, request: httpx.Request) -> None:
+        self._events = events
+        self._drop = drop
+        self._request = request
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self._events
+        if self._drop:
+            raise _to_httpx_error("disconnect", self._request)
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for event in self._events:
+            yield event
+        if self._drop:
+            raise _to_httpx_error("disconnect", self._request)
 
 
 # -- patching mode -----------------------------------------------------------------------
@@ -220,7 +350,7 @@ def _transports(target: Any) -> tuple[httpx2.BaseTransport, httpx2.AsyncBaseTran
 
 @contextlib.contextmanager
 def intercept_httpx2(
-    target: FakeMessagesAPI | respx.Router | httpx2.BaseTransport,
+    target: FakeMessagesAPI | respx.Router | ActiveRoutes | httpx2.BaseTransport,
     *,
     async_target: httpx2.AsyncBaseTransport | None = None,
 ) -> Iterator[None]:
@@ -282,7 +412,10 @@ def respx_mock(
 ) -> Iterator[respx.MockRouter]:
     """``respx.mock`` that also sees ``httpx2`` — and so the ``anthropic`` SDK.
 
-    Yields the respx router; on exit respx checks ``assert_all_called`` as usual.
+    Yields the respx router; on exit respx checks ``assert_all_called`` as usual. Inside
+    the block the SDK's requests also meet the routes of other active respx routers
+    (``respx_mock``, ``@respx.mock``) and of respx's module-level API (``respx.post``),
+    see :class:`ActiveRoutes`.
 
     >>> import anthropic
     >>> with respx_mock(base_url="https://api.anthropic.com") as router:
@@ -299,8 +432,17 @@ def respx_mock(
         assert_all_mocked=assert_all_mocked,
         base_url=base_url,
     )
-    with router, intercept_httpx2(router):
-        yield router
+    import respx as respx_module
+
+    # Routes added with respx's module-level API during the block are dropped after it,
+    # as ``with respx.mock:`` drops them.
+    default = respx_module.mock
+    default.snapshot()
+    try:
+        with router, intercept_httpx2(ActiveRoutes(router)):
+            yield router
+    finally:
+        default.rollback()
 
 
 # -- retries ---------------------------------------------------------------------------

@@ -1,11 +1,21 @@
 """A fake Messages API: a scripted model behind the real ``anthropic`` SDK, offline.
 
-:class:`FakeMessagesAPI` answers ``POST /v1/messages`` (plain and streaming) and
-``POST /v1/messages/count_tokens`` as the API does — same JSON shapes, same error bodies
-and status codes — from an ``httpx2`` transport the SDK sends through, or from a real HTTP
-server on loopback (:meth:`FakeMessagesAPI.serve`) for agents in child processes. Every
-request is checked with :func:`~reference_agent.validation.validate_messages`, so an
-invalid history gets the API's HTTP 400, and every exchange is recorded.
+:class:`FakeMessagesAPI` answers what the SDK sends to the Messages API as the API does —
+same JSON shapes, same error bodies and status codes — from an ``httpx2`` transport the SDK
+sends through, or from a real HTTP server on loopback (:meth:`FakeMessagesAPI.serve`) for
+agents in child processes:
+
+- ``POST /v1/messages`` (plain and streaming, message threads included) and
+  ``/v1/messages/count_tokens``;
+- Message Batches (``/v1/messages/batches``) and Models (``/v1/models``);
+- the same generation on the URLs of ``AnthropicVertex`` (``:rawPredict``,
+  ``:streamRawPredict``) and ``AnthropicBedrock`` (``/model/{id}/invoke`` and
+  ``invoke-with-response-stream``, in AWS event-stream messages).
+
+Every request is checked with :func:`~reference_agent.validation.validate_messages`, so an
+invalid history gets the API's HTTP 400, and every exchange is recorded in memory that
+grows with the messages, not with the square of the run (see
+:mod:`reference_agent.offline_record`).
 
 >>> from reference_agent.scripted import CannedModel
 >>> api = FakeMessagesAPI(CannedModel(["Hello!"]))
@@ -22,19 +32,31 @@ retry loop sees them as real ones): ``api.fail_next("rate_limit")``.
 from __future__ import annotations
 
 import contextlib
-import functools
+import hashlib
 import json
+import re
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Literal, get_args
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import httpx2
 
-from .scripted import Plan, PlanModel, ScriptedModel
+from .offline_batches import MODELS, BatchError, BatchStore, model_info, page
+from .offline_record import Exchange, History, HistoryIndex
+from .offline_streams import (
+    AsyncEventStream,
+    StreamPlan,
+    SyncEventStream,
+    bedrock_event,
+    sse_body,
+    sse_events,
+)
+from .offline_threads import THREADS_BETA, Resolved, ThreadError, ThreadStore, is_threaded
+from .scripted import Plan, PlanModel, ScriptedModel, signature_matches
 from .validation import InvalidHistoryError, validate_messages
 
 if TYPE_CHECKING:
@@ -42,11 +64,15 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FAKE_API_KEY",
+    "THREADS_BETA",
     "Exchange",
     "FakeMessagesAPI",
     "FaultKind",
     "Hook",
+    "Reply",
     "offline_client",
+    "sse_body",
+    "sse_events",
 ]
 
 #: The API key the fake's clients send. Any non-empty key is accepted.
@@ -61,7 +87,13 @@ FAKE_API_KEY = "sk-ant-offline-fake"
 #: - ``disconnect``: the connection drops before an answer (``httpx2.RemoteProtocolError``);
 #: - ``connect_error``: the connection cannot be opened (``httpx2.ConnectError``);
 #: - ``lost_response``: the model *did* reply — the exchange is recorded and the plan has
-#:   advanced server-side — but the answer never reaches the client (connection dropped).
+#:   advanced server-side — but the answer never reaches the client (connection dropped);
+#: - ``stream_disconnect``: a streamed reply's connection drops after ``after_events``
+#:   events (``httpx2.RemoteProtocolError`` while the SDK reads the stream);
+#: - ``stream_error``: a streamed reply sends an ``error`` event (``overloaded_error``)
+#:   after ``after_events`` events, as the API does when it is overloaded mid-stream.
+#:
+#: The two stream faults wait for the next *streaming* generation; other requests pass.
 FaultKind = Literal[
     "rate_limit",
     "server_error",
@@ -70,8 +102,11 @@ FaultKind = Literal[
     "disconnect",
     "connect_error",
     "lost_response",
+    "stream_disconnect",
+    "stream_error",
 ]
 _FAULT_KINDS: frozenset[str] = frozenset(get_args(FaultKind))
+_STREAM_FAULTS = frozenset({"stream_disconnect", "stream_error"})
 _STATUS_FAULTS: dict[str, tuple[int, str, str]] = {
     "rate_limit": (
         429,
@@ -83,191 +118,125 @@ _STATUS_FAULTS: dict[str, tuple[int, str, str]] = {
     "overloaded": (529, "overloaded_error", "Overloaded"),
 }
 
-#: ``fn(event, index, body)``: ``event`` is ``"request"`` (before the model is consulted;
-#: ``body`` is the request JSON) or ``"response"`` (after the reply is built, before it is
-#: delivered; ``body`` is the ``Message`` JSON). What it raises propagates out of the
-#: transport — including ``BaseException`` subclasses, which is how crashes are injected.
+#: ``fn(event, index, body)``, called around every *generation* (``messages.create`` /
+#: ``stream``, Vertex's ``rawPredict``, Bedrock's ``invoke``; not ``count_tokens``, batches
+#: or models, which are no model calls): ``event`` is ``"request"`` (before the model is
+#: consulted; ``body`` is the request JSON — for a thread's ``continue``, with the whole
+#: history the thread stands for) or ``"response"`` (after the reply is built, before it
+#: is delivered; ``body`` is the ``Message`` JSON). ``index`` is the exchange's
+#: :attr:`Exchange.index`. What it raises propagates out of the transport — including
+#: ``BaseException`` subclasses, which is how crashes are injected.
 Hook = Callable[[Literal["request", "response"], int, dict[str, Any]], None]
 
 _MESSAGES = "/v1/messages"
 _COUNT_TOKENS = "/v1/messages/count_tokens"
-
-
-@dataclass(frozen=True)
-class Exchange:
-    """One request the fake received and what became of it.
-
-    ``status`` is the HTTP status sent, or ``0`` when no answer reached the client (a
-    timeout, a dropped connection, a lost response). ``response`` is the JSON body sent
-    (for a stream, the ``Message`` it carried), or what would have been sent.
-    ``model_called`` says whether the scripted model was consulted; ``delivered`` whether
-    the client received the answer. ``request`` is the request's JSON body, parsed from
-    ``body`` on first use: the record keeps bytes, which cost the garbage collector
-    nothing however many requests a test makes.
-    """
-
-    index: int
-    path: str
-    headers: Mapping[str, str]
-    body: bytes
-    status: int
-    response: dict[str, Any] | None
-    stream: bool = False
-    fault: str | None = None
-    model_called: bool = False
-    delivered: bool = True
-
-    @functools.cached_property
-    def request(self) -> dict[str, Any]:
-        """The request's JSON body (``{}`` if it was not a JSON object)."""
-        try:
-            parsed = json.loads(self.body or b"null")
-        except ValueError:
-            return {}
-        return parsed if isinstance(parsed, dict) else {}
+_BATCHES = "/v1/messages/batches"
+_MODELS = "/v1/models"
+# What the fake serves, for the error an unserved endpoint gets.
+_SERVED = (
+    "POST /v1/messages, POST /v1/messages/count_tokens, /v1/messages/batches "
+    "(create, list, retrieve, cancel, delete, results), GET /v1/models[/{id}], "
+    "Vertex :rawPredict / :streamRawPredict, Bedrock /model/{id}/invoke[-with-response-stream]"
+)
+# Prompts shorter than this are not cached, as with the API's minimum cacheable length.
+DEFAULT_CACHE_MIN_TOKENS = 1024
 
 
 @dataclass
 class _Fault:
     kind: str
     retry_after: float | None
+    after_events: int = 0
 
 
 @dataclass
-class _Reply:
+class Reply:
+    """One answer of the fake: ``status``, ``headers`` and ``body``; a stream carries its
+    ``events`` (``body`` is them joined) and ``stream_drop`` when the connection drops
+    after them; ``drop`` is set when no answer is delivered at all (``"timeout"``,
+    ``"disconnect"``, ``"connect_error"``)."""
+
     status: int
     body: bytes
     headers: list[tuple[str, str]] = field(default_factory=list)
-    # Set when no answer is delivered: "timeout", "disconnect" or "connect_error".
     drop: str | None = None
+    events: list[bytes] | None = None
+    stream_drop: bool = False
 
 
-def _error_body(kind: str, message: str, request_id: str) -> dict[str, Any]:
-    return {
-        "type": "error",
-        "error": {"type": kind, "message": message},
-        "request_id": request_id,
-    }
+def _error_body(
+    kind: str, message: str, request_id: str, details: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    error: dict[str, Any] = {"type": kind, "message": message}
+    if details:
+        error["details"] = dict(details)
+    return {"type": "error", "error": error, "request_id": request_id}
 
 
 # One encoder for every body: ``json.dumps`` with options builds a new one per call.
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+_CANONICAL = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, sort_keys=True)
 
 
 def _dumps(value: Any) -> bytes:
     return _ENCODER.encode(value).encode()
 
 
-def sse_body(message: Mapping[str, Any]) -> bytes:
-    """The API's server-sent event stream for ``message``.
-
-    ``message_start``, then per block ``content_block_start`` / ``content_block_delta``
-    (``text_delta``, ``input_json_delta`` for tool input, ``thinking_delta`` and
-    ``signature_delta``) / ``content_block_stop``, then ``message_delta`` and
-    ``message_stop``.
-    """
-    out: list[str] = []
-
-    def event(name: str, data: Mapping[str, Any]) -> None:
-        out.append(f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n")
-
-    usage = dict(message.get("usage") or {})
-    start = {**message, "content": [], "stop_reason": None, "stop_sequence": None}
-    start["usage"] = {**usage, "output_tokens": 1}
-    event("message_start", {"type": "message_start", "message": start})
-    event("ping", {"type": "ping"})
-    for index, block in enumerate(message.get("content") or ()):
-        kind = block.get("type")
-        if kind == "text":
-            event(
-                "content_block_start",
-                {
-                    "type": "content_block_start",
-                    "index": index,
-                    "content_block": {"type": "text", "text": ""},
-                },
-            )
-            text = str(block.get("text", ""))
-            for piece in _chunks(text):
-                event(
-                    "content_block_delta",
-                    {
-                        "type": "content_block_delta",
-                        "index": index,
-                        "delta": {"type": "text_delta", "text": piece},
-                    },
-                )
-        elif kind in ("tool_use", "server_tool_use"):
-            event(
-                "content_block_start",
-                {
-                    "type": "content_block_start",
-                    "index": index,
-                    "content_block": {**block, "input": {}},
-                },
-            )
-            partial = json.dumps(block.get("input") or {}, ensure_ascii=False)
-            for piece in _chunks(partial):
-                event(
-                    "content_block_delta",
-                    {
-                        "type": "content_block_delta",
-                        "index": index,
-                        "delta": {"type": "input_json_delta", "partial_json": piece},
-                    },
-                )
-        elif kind == "thinking":
-            event(
-                "content_block_start",
-                {
-                    "type": "content_block_start",
-                    "index": index,
-                    "content_block": {"type": "thinking", "thinking": "", "signature": ""},
-                },
-            )
-            for piece in _chunks(str(block.get("thinking", ""))):
-                event(
-                    "content_block_delta",
-                    {
-                        "type": "content_block_delta",
-                        "index": index,
-                        "delta": {"type": "thinking_delta", "thinking": piece},
-                    },
-                )
-            event(
-                "content_block_delta",
-                {
-                    "type": "content_block_delta",
-                    "index": index,
-                    "delta": {"type": "signature_delta", "signature": block.get("signature", "")},
-                },
-            )
-        else:
-            # Blocks the API sends whole (redacted thinking, server tool results).
-            event(
-                "content_block_start",
-                {"type": "content_block_start", "index": index, "content_block": dict(block)},
-            )
-        event("content_block_stop", {"type": "content_block_stop", "index": index})
-    event(
-        "message_delta",
-        {
-            "type": "message_delta",
-            "delta": {
-                "stop_reason": message.get("stop_reason"),
-                "stop_sequence": message.get("stop_sequence"),
-            },
-            "usage": {"output_tokens": usage.get("output_tokens", 0)},
-        },
-    )
-    event("message_stop", {"type": "message_stop"})
-    return "".join(out).encode()
+@dataclass(frozen=True)
+class _Route:
+    kind: str  # messages, count_tokens, batch_*, models_*, unserved
+    path: str  # the path recorded
+    arg: str = ""  # a batch id, a model id
+    platform: str = "anthropic"  # anthropic, vertex, bedrock
+    stream: bool | None = None  # set by the URL (Vertex, Bedrock)
 
 
-def _chunks(text: str, size: int = 24) -> list[str]:
-    # Several deltas per block, as the API sends them, so clients that accumulate
-    # deltas are exercised; an empty string still yields one delta.
-    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+_BATCH_PATH = re.compile(r"/v1/messages/batches/([^/]+)(/cancel|/results)?$")
+_MODEL_PATH = re.compile(r"/v1/models/([^/]+)$")
+_VERTEX_PATH = re.compile(r"/publishers/anthropic/models/([^/:]+):(rawPredict|streamRawPredict)$")
+_BEDROCK_PATH = re.compile(r"/model/([^/]+)/(invoke|invoke-with-response-stream)$")
+
+
+def _route(method: str, raw_path: str) -> _Route:
+    # The base URL may carry a prefix (a proxy path); the API's routes end the path.
+    path = raw_path.rstrip("/")
+    if method == "POST" and path.endswith(_COUNT_TOKENS):
+        return _Route("count_tokens", _COUNT_TOKENS)
+    if path.endswith(_BATCHES):
+        if method == "POST":
+            return _Route("batch_create", _BATCHES)
+        if method == "GET":
+            return _Route("batch_list", _BATCHES)
+    match = _BATCH_PATH.search(path)
+    if match is not None:
+        batch_id, tail = match[1], match[2]
+        kinds = {
+            ("GET", None): "batch_retrieve",
+            ("DELETE", None): "batch_delete",
+            ("POST", "/cancel"): "batch_cancel",
+            ("GET", "/results"): "batch_results",
+        }
+        kind = kinds.get((method, tail))
+        if kind is not None:
+            return _Route(kind, f"{_BATCHES}/{{id}}{tail or ''}", batch_id)
+    if method == "POST" and path.endswith(_MESSAGES):
+        return _Route("messages", _MESSAGES)
+    if method == "GET" and path.endswith(_MODELS):
+        return _Route("models_list", _MODELS)
+    match = _MODEL_PATH.search(path)
+    if method == "GET" and match is not None:
+        return _Route("models_retrieve", f"{_MODELS}/{{id}}", match[1])
+    match = _VERTEX_PATH.search(path)
+    if method == "POST" and match is not None:
+        if match[1] == "count-tokens":
+            return _Route("count_tokens", path, platform="vertex")
+        return _Route(
+            "messages", path, match[1], platform="vertex", stream=match[2] == "streamRawPredict"
+        )
+    match = _BEDROCK_PATH.search(path)
+    if method == "POST" and match is not None:
+        return _Route("messages", path, match[1], platform="bedrock", stream=match[2] != "invoke")
+    return _Route("unserved", path)
 
 
 class FakeMessagesAPI:
@@ -278,9 +247,9 @@ class FakeMessagesAPI:
     in a :class:`~reference_agent.scripted.PlanModel`). ``validate``: answer invalid
     histories with HTTP 400 as the API does. ``api_key_required``: answer requests with
     no credentials with HTTP 401. ``allow_prefill``: accept a final assistant message.
-Without it, a final assistant message is still accepted when it is a reply this fake
-sent with ``stop_reason: "pause_turn"``: the API lets a paused turn be sent back as is
-to continue it.
+    Without it, a final assistant message is still accepted when it is a reply this fake
+    sent with ``stop_reason: "pause_turn"``: the API lets a paused turn be sent back as is
+    to continue it. ``cache_min_tokens``: the shortest prefix prompt caching caches.
 
     >>> from reference_agent.scripted import Plan
     >>> api = FakeMessagesAPI(Plan(steps=(), final_answer="42"))
@@ -297,11 +266,13 @@ to continue it.
         validate: bool = True,
         api_key_required: bool = True,
         allow_prefill: bool = False,
+        cache_min_tokens: int = DEFAULT_CACHE_MIN_TOKENS,
     ) -> None:
         self.model: ScriptedModel = PlanModel(model) if isinstance(model, Plan) else model
         self.validate = validate
         self.api_key_required = api_key_required
         self.allow_prefill = allow_prefill
+        self.cache_min_tokens = cache_min_tokens
         # Replies sent with stop_reason "pause_turn", by the shape of their content.
         self._paused: set[tuple[tuple[str, str], ...]] = set()
         #: Every exchange, in the order the answers were built.
@@ -309,16 +280,24 @@ to continue it.
         #: What hooks raised while serving over HTTP (:meth:`serve`), where no caller
         #: could receive it; the connection was dropped instead.
         self.server_errors: list[BaseException] = []
+        #: The message threads the fake holds (beta ``message-threads-2026-08-12``).
+        self.threads = ThreadStore()
+        #: The Message Batches the fake holds.
+        self.batches = BatchStore(self._answer_batch_request)
         self._hooks: list[Hook] = []
         self._faults: deque[_Fault] = deque()
         self._lock = threading.Lock()
         self._model_lock = threading.Lock()
         self._counter = 0
+        self._histories = HistoryIndex()
+        self._last_fields: dict[str, Any] = {}
+        self._cached: set[str] = set()
+        self._models_seen: dict[str, None] = {}
 
     # -- configuration -------------------------------------------------------------
 
     def add_hook(self, fn: Hook) -> None:
-        """Call ``fn(event, index, body)`` around every model call (see :data:`Hook`).
+        """Call ``fn(event, index, body)`` around every generation (see :data:`Hook`).
 
         >>> api = FakeMessagesAPI(Plan(steps=(), final_answer="ok"))
         >>> seen = []
@@ -337,12 +316,18 @@ to continue it.
             self._hooks.remove(fn)
 
     def fail_next(
-        self, kind: FaultKind, *, times: int = 1, retry_after: float | None = None
+        self,
+        kind: FaultKind,
+        *,
+        times: int = 1,
+        retry_after: float | None = None,
+        after_events: int = 3,
     ) -> None:
         """Answer the next ``times`` requests with the fault ``kind`` (see :data:`FaultKind`).
 
         ``retry_after`` (seconds) sets the ``retry-after-ms`` / ``retry-after`` headers of
-        a status fault; a ``rate_limit`` defaults to 1 ms so that tests stay fast. Faults
+        a status fault; a ``rate_limit`` defaults to 1 ms so that tests stay fast.
+        ``after_events``: how many events a stream fault lets through first. Faults
         queue up in the order they are added.
 
         >>> api = FakeMessagesAPI(Plan(steps=(), final_answer="ok"))
@@ -358,10 +343,12 @@ to continue it.
             raise ValueError(f"times must be at least 1, not {times}")
         if retry_after is not None and retry_after < 0:
             raise ValueError(f"retry_after must be >= 0, not {retry_after}")
+        if after_events < 0:
+            raise ValueError(f"after_events must be >= 0, not {after_events}")
         if retry_after is None and kind == "rate_limit":
             retry_after = 0.001
         with self._lock:
-            self._faults.extend(_Fault(kind, retry_after) for _ in range(times))
+            self._faults.extend(_Fault(kind, retry_after, after_events) for _ in range(times))
 
     def clear_faults(self) -> None:
         """Drop the faults not yet injected."""
@@ -377,12 +364,13 @@ to continue it.
 
     @property
     def requests(self) -> list[dict[str, Any]]:
-        """The JSON bodies of the ``messages.create`` requests the model answered."""
-        return [e.request for e in self.exchanges if e.model_called and e.path == _MESSAGES]
+        """The JSON bodies of the generation requests the model answered (a thread's
+        ``continue`` with its whole history)."""
+        return [e.request for e in self.exchanges if e.model_called and e.generation]
 
     @property
     def model_calls(self) -> int:
-        """How many times the scripted model was consulted."""
+        """How many generations the scripted model answered (batch requests excluded)."""
         return sum(1 for e in self.exchanges if e.model_called)
 
     # -- clients and transports ----------------------------------------------------
@@ -398,7 +386,7 @@ to continue it.
     def client(self, **kwargs: Any) -> anthropic.Anthropic:
         """An ``anthropic.Anthropic`` talking to this fake; ``kwargs`` go to the SDK.
 
-        A dummy API key is set unless credentials are passed; ``max_retries`` keeps the
+        Credentials default to :data:`FAKE_API_KEY`; ``max_retries`` keeps the
         SDK's default unless given.
         """
         import anthropic
@@ -421,8 +409,9 @@ to continue it.
 
         For agents in child processes (which the harness may SIGKILL): point them at the
         URL with ``base_url=`` or ``ANTHROPIC_BASE_URL``. Network faults become dropped
-        connections; what a hook raises is kept in :attr:`server_errors` and the
-        connection is dropped. The server stops when the block exits.
+        connections; streams are sent event by event (chunked); what a hook raises is kept
+        in :attr:`server_errors` and the connection is dropped. The server stops when the
+        block exits.
 
         >>> import anthropic
         >>> api = FakeMessagesAPI(Plan(steps=(), final_answer="served"))
@@ -457,11 +446,31 @@ to continue it.
         """Serve one raw request: ``(status, headers, body, drop)``.
 
         ``drop`` is ``None`` when the answer is delivered, else the network failure the
-        client must see instead (``timeout``, ``disconnect``, ``connect_error``). Used by
-        the transports and the HTTP server; exposed for other front ends.
+        client must see instead (``timeout``, ``disconnect``, ``connect_error``; a stream
+        cut short is ``disconnect`` with the events sent before it in ``body``). Used by
+        front ends that take whole bodies; :meth:`respond` gives the events of a stream.
         """
-        reply = self._handle(method, path, headers, body)
-        return reply.status, reply.headers, reply.body, reply.drop
+        reply = self.respond(method, path, headers, body)
+        drop = reply.drop or ("disconnect" if reply.stream_drop else None)
+        return reply.status, reply.headers, reply.body, drop
+
+    def respond(
+        self,
+        method: str,
+        path: str,
+        headers: Mapping[str, str],
+        body: bytes,
+        *,
+        query: str = "",
+        base_url: str = "",
+    ) -> Reply:
+        """Serve one raw request as a :class:`Reply` (a stream's events one by one).
+
+        ``query`` is the URL's query string; ``base_url`` (``scheme://host[/prefix]``) is
+        where the client reaches this fake, for the URLs the fake hands out (a batch's
+        ``results_url``).
+        """
+        return self._handle(method, path, headers, body, query=query, base_url=base_url)
 
     def _next_index(self) -> int:
         with self._lock:
@@ -473,8 +482,7 @@ to continue it.
         with self._lock:
             self.exchanges.append(exchange)
 
-    def _continues_paused_turn(self, request: Mapping[str, Any]) -> bool:
-        messages = request.get("messages")
+    def _continues_paused_turn(self, messages: Any) -> bool:
         if not isinstance(messages, list) or not messages:
             return False
         last = messages[-1]
@@ -487,147 +495,478 @@ to continue it.
         for hook in tuple(self._hooks):
             hook(event, index, body)
 
+    def _share_fields(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        # Tools and system repeat in every request of a conversation: keep one copy.
+        fields = {}
+        last = self._last_fields
+        for name, value in request.items():
+            if name == "messages":
+                continue
+            previous = last.get(name)
+            if (
+                isinstance(value, (list, dict))
+                and type(previous) is type(value)
+                and previous is not value
+                and previous == value
+            ):
+                value = previous
+            fields[name] = value
+        self._last_fields = fields
+        return fields
+
     def _handle(
-        self, method: str, raw_path: str, headers: Mapping[str, str], body: bytes
-    ) -> _Reply:
+        self,
+        method: str,
+        raw_path: str,
+        headers: Mapping[str, str],
+        body: bytes,
+        *,
+        query: str = "",
+        base_url: str = "",
+    ) -> Reply:
         index = self._next_index()
         request_id = f"req_offline{index:012d}"
         base_headers = [("request-id", request_id)]
-        path = _route(raw_path)
+        route = _route(method, raw_path)
+        generation = route.kind == "messages"
+        record: dict[str, Any] = {"fields": {}, "history": None}
 
-        def error(status: int, kind: str, message: str, **extra: str) -> _Reply:
-            payload = _error_body(kind, message, request_id)
+        def error(
+            status: int,
+            kind: str,
+            message: str,
+            details: Mapping[str, Any] | None = None,
+            headers: Mapping[str, str] | None = None,
+        ) -> Reply:
+            payload = _error_body(kind, message, request_id, details)
             reply_headers = [*base_headers, ("content-type", "application/json")]
-            reply_headers.extend(extra.items())
-            return _Reply(status, _dumps(payload), reply_headers)
+            reply_headers.extend((headers or {}).items())
+            return Reply(status, _dumps(payload), reply_headers)
 
-        def finish(
-            reply: _Reply,
-            message: dict[str, Any] | None = None,
-            **fields: Any,
-        ) -> _Reply:
-            if message is None and reply.body:
-                message = json.loads(reply.body)
+        def finish(reply: Reply, message: dict[str, Any] | None = None, **fields: Any) -> Reply:
+            if message is None and reply.body and reply.events is None:
+                with contextlib.suppress(ValueError):
+                    parsed = json.loads(reply.body)
+                    message = parsed if isinstance(parsed, dict) else {"data": parsed}
             self._record(
                 Exchange(
                     index=index,
-                    path=path or raw_path,
+                    path=route.path,
                     headers=headers,
-                    body=body,
                     status=reply.status if reply.drop is None else 0,
                     response=message,
+                    generation=generation,
+                    method=method,
+                    **record,
                     **fields,
                 )
             )
             return reply
 
-        if method != "POST" or path is None:
-            return finish(error(404, "not_found_error", "Not found"))
+        if route.kind == "unserved":
+            return finish(
+                error(
+                    404,
+                    "not_found_error",
+                    f"The fake Messages API does not serve {method} {route.path}. "
+                    f"It serves: {_SERVED}.",
+                )
+            )
+        request: dict[str, Any] = {}
+        if method == "POST" and (body.strip() or generation or route.kind == "count_tokens"):
+            try:
+                parsed = json.loads(body or b"null")
+            except ValueError:
+                record["raw"] = body
+                return finish(
+                    error(400, "invalid_request_error", "There was an error parsing the body")
+                )
+            if not isinstance(parsed, dict):
+                record["raw"] = body
+                return finish(
+                    error(400, "invalid_request_error", "Input should be a valid dictionary")
+                )
+            request = parsed
+        if route.platform != "anthropic" and route.arg:
+            request["model"] = route.arg
+
+        resolved: Resolved | None = None
+        if generation:
+            try:
+                resolved = self.threads.resolve(request)
+            except ThreadError as exc:
+                record["fields"] = request
+                details = {"error_code": exc.error_code} if exc.error_code else None
+                return finish(error(exc.status, exc.error_type, str(exc), details))
+            if resolved is not None:
+                record["sent_fields"] = {k: v for k, v in request.items() if k != "messages"}
+                sent = request.get("messages")
+                record["sent_messages"] = list(sent) if isinstance(sent, list) else []
+                request = resolved.request
+            messages = request.get("messages")
+            if isinstance(messages, list):
+                history: History
+                if resolved is not None:
+                    history = resolved.base.extend(record["sent_messages"])
+                    self._histories.remember(history, messages)
+                else:
+                    history = self._histories.share(messages)
+                record["history"] = history
+                record["fields"] = self._share_fields(request)
+            else:
+                record["fields"] = request
+            self._run_hooks("request", index, request)
+        else:
+            record["fields"] = request
+
         try:
-            request = json.loads(body or b"null")
-        except ValueError:
-            return finish(
-                error(400, "invalid_request_error", "There was an error parsing the body")
+            if self.api_key_required and not _has_credentials(headers):
+                return finish(error(401, "authentication_error", "x-api-key header is required"))
+
+            stream = bool(request.get("stream")) if route.stream is None else route.stream
+            with self._lock:
+                fault = self._faults[0] if self._faults else None
+                if (
+                    fault is not None
+                    and fault.kind in _STREAM_FAULTS
+                    and not (generation and stream)
+                ):
+                    fault = None  # a stream fault waits for a streaming generation
+                elif fault is not None:
+                    self._faults.popleft()
+            if fault is not None and fault.kind in _STATUS_FAULTS:
+                status, kind, text = _STATUS_FAULTS[fault.kind]
+                extra: dict[str, str] = {}
+                if fault.retry_after is not None:
+                    extra["retry-after-ms"] = str(max(1, round(fault.retry_after * 1000)))
+                    extra["retry-after"] = str(max(1, round(fault.retry_after)))
+                return finish(error(status, kind, text, headers=extra), fault=fault.kind)
+            if fault is not None and fault.kind not in ("lost_response", *_STREAM_FAULTS):
+                return finish(
+                    Reply(0, b"", base_headers, drop=fault.kind),
+                    fault=fault.kind,
+                    delivered=False,
+                )
+
+            if not generation:
+                return finish(
+                    self._serve_other(route, request, body, query, base_url, base_headers, error)
+                )
+            reply = self._generate(
+                index,
+                request,
+                body,
+                stream,
+                fault,
+                resolved,
+                record["history"],
+                base_headers,
+                error,
+                finish,
             )
-        if not isinstance(request, dict):
-            return finish(error(400, "invalid_request_error", "Input should be a valid dictionary"))
+            if route.platform == "bedrock" and reply.events is not None:
+                # Bedrock frames each event as an AWS event-stream message.
+                reply.events = [bedrock_event(event) for event in reply.events]
+                reply.body = b"".join(reply.events)
+                reply.headers = [
+                    (k, "application/vnd.amazon.eventstream" if k == "content-type" else v)
+                    for k, v in reply.headers
+                ]
+            return reply
+        finally:
+            # Whatever became of it, the continue is no longer in flight.
+            self.threads.finish(resolved, continued=False)
 
-        self._run_hooks("request", index, request)
-
-        if self.api_key_required and not _has_credentials(headers):
-            return finish(error(401, "authentication_error", "x-api-key header is required"))
-
-        with self._lock:
-            fault = self._faults.popleft() if self._faults else None
-        if fault is not None and fault.kind in _STATUS_FAULTS:
-            status, kind, text = _STATUS_FAULTS[fault.kind]
-            extra = {}
-            if fault.retry_after is not None:
-                extra["retry-after-ms"] = str(max(1, round(fault.retry_after * 1000)))
-                extra["retry-after"] = str(max(1, round(fault.retry_after)))
-            return finish(error(status, kind, text, **extra), fault=fault.kind)
-        if fault is not None and fault.kind != "lost_response":
-            return finish(
-                _Reply(0, b"", base_headers, drop=fault.kind),
-                fault=fault.kind,
-                delivered=False,
-            )
-
+    def _check_generation(self, request: Mapping[str, Any], path: str) -> str | None:
         problem = _check_request(request, path)
         if problem is None and self.validate:
+            messages = request["messages"]
             try:
                 validate_messages(
-                    request["messages"],
-                    allow_prefill=self.allow_prefill or self._continues_paused_turn(request),
+                    messages,
+                    allow_prefill=self.allow_prefill or self._continues_paused_turn(messages),
                     thinking=_thinking_enabled(request),
                 )
             except InvalidHistoryError as exc:
                 problem = str(exc)
+            else:
+                problem = _check_signatures(messages)
+        return problem
+
+    def _generate(
+        self,
+        index: int,
+        request: dict[str, Any],
+        body: bytes,
+        stream: bool,
+        fault: _Fault | None,
+        resolved: Resolved | None,
+        history: History | None,
+        base_headers: list[tuple[str, str]],
+        error: Callable[..., Reply],
+        finish: Callable[..., Reply],
+    ) -> Reply:
+        problem = self._check_generation(request, _MESSAGES)
         if problem is not None:
             return finish(error(400, "invalid_request_error", problem))
-
-        if path == _COUNT_TOKENS:
-            counted = {"input_tokens": max(1, len(body) // 4)}
-            return finish(
-                _Reply(200, _dumps(counted), [*base_headers, ("content-type", "application/json")]),
-            )
-
         try:
             with self._model_lock:
                 message = self.model.respond(request)
         except Exception as exc:
             # A broken script is the test's bug, not a transient fault: tell the SDK not
             # to retry, and say what went wrong in the error it raises.
-            return finish(
-                error(
-                    500,
-                    "api_error",
-                    f"scripted model failed: {type(exc).__name__}: {exc}",
-                    **{"x-should-retry": "false"},
-                ),
-                model_called=True,
+            reply = error(
+                500,
+                "api_error",
+                f"scripted model failed: {type(exc).__name__}: {exc}",
+                headers={"x-should-retry": "false"},
             )
+            return finish(reply, model_called=True)
+        threaded = is_threaded(request)
+        if threaded and isinstance(message.get("id"), str) and message["id"] in self.threads:
+            # Thread state is kept by reply id: two replies may not share one.
+            message["id"] = f"{message['id']}_{index:06d}"
         if message.get("stop_reason") == "pause_turn":
             with self._lock:
                 self._paused.add(_content_shape(message.get("content")))
-        usage = message.get("usage")
-        if isinstance(usage, dict) and not usage.get("input_tokens"):
-            usage["input_tokens"] = max(1, len(body) // 4)
+        self._fill_usage(message, request, body, resolved is not None)
 
-        stream = bool(request.get("stream"))
         if stream:
-            reply = _Reply(
+            events = sse_events(message)
+            plan = StreamPlan()
+            if fault is not None and fault.kind in _STREAM_FAULTS:
+                cut = "disconnect" if fault.kind == "stream_disconnect" else "error"
+                plan = StreamPlan(cut, min(fault.after_events, len(events) - 1))
+            sent = plan.events(events)
+            reply = Reply(
                 200,
-                sse_body(message),
-                [*base_headers, ("content-type", "text/event-stream; charset=utf-8")],
+                b"".join(sent),
+                [
+                    *base_headers,
+                    ("content-type", "text/event-stream; charset=utf-8"),
+                    ("cache-control", "no-cache"),
+                ],
+                events=sent,
+                stream_drop=plan.drops,
             )
+            whole = plan.cut is None
         else:
-            reply = _Reply(
+            reply = Reply(
                 200, _dumps(message), [*base_headers, ("content-type", "application/json")]
             )
+            whole = True
+        stream_fault = fault is not None and fault.kind in _STREAM_FAULTS
+
+        def held() -> None:
+            # The server holds a reply it built whole, delivered or not; a stream cut
+            # short holds none of it (the SDK starts a new thread then).
+            if threaded and whole and history is not None:
+                self.threads.hold(str(message.get("id")), history, message, request)
+                self.threads.finish(resolved, continued=True)
+
         try:
             self._run_hooks("response", index, message)
         except BaseException:
             # The model did the work; the client never hears of it.
-            finish(
-                reply,
-                stream=stream,
-                model_called=True,
-                delivered=False,
-                message=message,
-            )
+            held()
+            finish(reply, message, stream=stream, model_called=True, delivered=False)
             raise
-        if fault is not None:  # lost_response
+        held()
+        if fault is not None and fault.kind == "lost_response":
             reply.drop = "disconnect"
+        if fault is not None and (fault.kind == "lost_response" or stream_fault):
             return finish(
                 reply,
+                message,
                 stream=stream,
                 fault=fault.kind,
                 model_called=True,
                 delivered=False,
-                message=message,
             )
-        return finish(reply, stream=stream, model_called=True, message=message)
+        return finish(reply, message, stream=stream, model_called=True)
+
+    def _fill_usage(
+        self, message: dict[str, Any], request: Mapping[str, Any], body: bytes, resolved: bool
+    ) -> None:
+        """Usage as the API returns it: numbers for every token count it sends."""
+        usage = message.get("usage")
+        if not isinstance(usage, dict):
+            usage = message["usage"] = {"input_tokens": 0, "output_tokens": 1}
+        size = len(_dumps(request)) if resolved else len(body)
+        total = max(1, size // 4)
+        creation, read = self._cache_usage(request)
+        if not usage.get("input_tokens"):
+            usage["input_tokens"] = max(1, total - creation - read)
+        usage.setdefault("cache_creation_input_tokens", creation)
+        usage.setdefault("cache_read_input_tokens", read)
+        if usage["cache_creation_input_tokens"] is None:
+            usage["cache_creation_input_tokens"] = creation
+        if usage["cache_read_input_tokens"] is None:
+            usage["cache_read_input_tokens"] = read
+        if not isinstance(usage.get("cache_creation"), dict):
+            usage["cache_creation"] = {
+                "ephemeral_5m_input_tokens": usage["cache_creation_input_tokens"],
+                "ephemeral_1h_input_tokens": 0,
+            }
+        if usage.get("output_tokens") is None:
+            usage["output_tokens"] = 1
+        usage.setdefault("service_tier", "standard")
+
+    def _cache_usage(self, request: Mapping[str, Any]) -> tuple[int, int]:
+        """``(cache_creation_input_tokens, cache_read_input_tokens)`` for ``request``.
+
+        A prefix ending at a ``cache_control`` block (tools, then system, then messages;
+        a top-level ``cache_control`` marks the last block) is written to the cache the
+        first time and read from it later, if it is at least ``cache_min_tokens`` long.
+        """
+        segments: list[tuple[Any, bool]] = []
+        tools = request.get("tools")
+        for tool in tools if isinstance(tools, list) else ():
+            segments.append((tool, isinstance(tool, dict) and "cache_control" in tool))
+        system = request.get("system")
+        if isinstance(system, list):
+            for block in system:
+                segments.append((block, isinstance(block, dict) and "cache_control" in block))
+        elif system:
+            segments.append((system, False))
+        messages = request.get("messages")
+        for message in messages if isinstance(messages, list) else ():
+            content = message.get("content") if isinstance(message, dict) else None
+            if isinstance(content, list):
+                for block in content:
+                    segments.append((block, isinstance(block, dict) and "cache_control" in block))
+            else:
+                segments.append((content, False))
+        if request.get("cache_control") and segments:
+            segments[-1] = (segments[-1][0], True)
+        if not any(marked for _, marked in segments):
+            return 0, 0
+        digest = hashlib.sha256()
+        chars = 0
+        points: list[tuple[str, int]] = []
+        for value, marked in segments:
+            encoded = _CANONICAL.encode(_without_cache_control(value))
+            digest.update(encoded.encode())
+            chars += len(encoded)
+            if marked:
+                points.append((digest.hexdigest(), chars // 4))
+        points = [(key, tokens) for key, tokens in points if tokens >= self.cache_min_tokens]
+        if not points:
+            return 0, 0
+        with self._lock:
+            read = max((tokens for key, tokens in points if key in self._cached), default=0)
+            if len(self._cached) > 100_000:
+                self._cached.clear()
+            self._cached.update(key for key, _ in points)
+        return max(0, points[-1][1] - read), read
+
+    # -- batches, models, count_tokens -----------------------------------------------
+
+    def _answer_batch_request(
+        self, params: dict[str, Any], custom_id: str
+    ) -> tuple[str, dict[str, Any]]:
+        index = self._next_index()
+        request_id = f"req_offline{index:012d}"
+        if params.get("stream"):
+            problem: str | None = "stream: streaming is not supported in a batch request"
+        else:
+            problem = self._check_generation(params, _MESSAGES)
+        if problem is not None:
+            return "errored", _error_body("invalid_request_error", problem, request_id)
+        try:
+            with self._model_lock:
+                message = self.model.respond(params)
+        except Exception as exc:
+            text = f"scripted model failed: {type(exc).__name__}: {exc}"
+            return "errored", _error_body("api_error", text, request_id)
+        self._fill_usage(message, params, _dumps(params), False)
+        message["usage"]["service_tier"] = "batch"
+        return "succeeded", message
+
+    def _serve_other(
+        self,
+        route: _Route,
+        request: dict[str, Any],
+        body: bytes,
+        query: str,
+        base_url: str,
+        base_headers: list[tuple[str, str]],
+        error: Callable[..., Reply],
+    ) -> Reply:
+        kind = route.kind
+
+        def ok(payload: Any, content_type: str = "application/json") -> Reply:
+            return Reply(200, payload, [*base_headers, ("content-type", content_type)])
+
+        if kind == "count_tokens":
+            problem = _check_request(request, _COUNT_TOKENS)
+            if problem is None and self.validate:
+                try:
+                    validate_messages(
+                        request["messages"],
+                        allow_prefill=True,
+                        thinking=_thinking_enabled(request),
+                    )
+                except InvalidHistoryError as exc:
+                    problem = str(exc)
+            if problem is not None:
+                return error(400, "invalid_request_error", problem)
+            return ok(_dumps({"input_tokens": max(1, len(body) // 4)}))
+        params = parse_qs(query)
+        try:
+            if kind == "batch_create":
+                return ok(_dumps(self.batches.create(request, base_url)))
+            if kind == "batch_list":
+                return ok(_dumps(self.batches.listing(params)))
+            if kind == "batch_retrieve":
+                return ok(_dumps(self.batches.retrieve(route.arg)))
+            if kind == "batch_cancel":
+                return ok(_dumps(self.batches.cancel(route.arg)))
+            if kind == "batch_delete":
+                return ok(_dumps(self.batches.delete(route.arg)))
+            if kind == "batch_results":
+                lines = self.batches.results(route.arg)
+                jsonl = b"".join(_dumps(line) + b"\n" for line in lines)
+                return ok(jsonl, "application/binary")
+        except BatchError as exc:
+            return error(exc.status, exc.error_type, str(exc))
+        catalogue = self._catalogue()
+        if kind == "models_list":
+            return ok(_dumps(page(catalogue, params)))
+        known = {info["id"]: info for info in catalogue}
+        if route.arg in known:
+            return ok(_dumps(known[route.arg]))
+        return error(404, "not_found_error", f"model: {route.arg}")
+
+    def _catalogue(self) -> list[dict[str, Any]]:
+        listed = [model_info(mid, name, rank) for rank, (mid, name) in enumerate(MODELS)]
+        ids = {info["id"] for info in listed}
+        model = getattr(self.model, "model", None)
+        if isinstance(model, str) and model not in ids:
+            listed.append(model_info(model, None, len(listed)))
+        return listed
+
+
+def _without_cache_control(value: Any) -> Any:
+    if isinstance(value, dict) and "cache_control" in value:
+        return {k: v for k, v in value.items() if k != "cache_control"}
+    return value
+
+
+def _check_signatures(messages: Any) -> str | None:
+    """The API's complaint about a thinking block a scripted model signed and the client
+    changed (the API checks every signature; offline only ours can be checked)."""
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or message.get("role") != "assistant":
+            continue
+        content = message.get("content")
+        if not isinstance(content, list):
+            continue
+        for k, block in enumerate(content):
+            is_thinking = isinstance(block, dict) and block.get("type") == "thinking"
+            if is_thinking and signature_matches(block) is False:
+                return f"messages.{i}.content.{k}: Invalid `signature` in `thinking` block"
+    return None
 
 
 def _content_shape(content: Any) -> tuple[tuple[str, str], ...]:
@@ -644,16 +983,6 @@ def _content_shape(content: Any) -> tuple[tuple[str, str], ...]:
     return tuple(shape)
 
 
-def _route(path: str) -> str | None:
-    # The base URL may carry a prefix (a proxy path); the API's routes end the path.
-    path = path.rstrip("/")
-    if path.endswith(_COUNT_TOKENS):
-        return _COUNT_TOKENS
-    if path.endswith(_MESSAGES):
-        return _MESSAGES
-    return None
-
-
 def _has_credentials(headers: Mapping[str, str]) -> bool:
     # ``in`` first: a missing key costs ``httpx2.Headers.get`` a raised KeyError.
     api_key = headers.get("x-api-key") if "x-api-key" in headers else None
@@ -661,7 +990,8 @@ def _has_credentials(headers: Mapping[str, str]) -> bool:
         return True
     authorization = headers.get("authorization") or ""
     scheme, _, token = authorization.partition(" ")
-    return scheme.lower() == "bearer" and bool(token.strip())
+    # Bearer tokens (OAuth, Vertex) and AWS SigV4 signatures (Bedrock).
+    return scheme.lower() in ("bearer", "aws4-hmac-sha256") and bool(token.strip())
 
 
 def _thinking_enabled(request: Mapping[str, Any]) -> bool:
@@ -677,6 +1007,8 @@ def _check_request(request: Mapping[str, Any], path: str) -> str | None:
         return "max_tokens: Field required"
     if "messages" not in request:
         return "messages: Field required"
+    if not isinstance(request["messages"], list):
+        return "messages: Input should be a valid list"
     return None
 
 
@@ -698,14 +1030,40 @@ def network_error(drop: str, request: Any, http: Any = httpx2) -> Any:
     )
 
 
+def _base_url(request: httpx2.Request) -> str:
+    url = request.url
+    path = url.path
+    cut = path.find("/v1/")
+    prefix = path[:cut] if cut > 0 else ""
+    return f"{url.scheme}://{url.netloc.decode('ascii')}{prefix}"
+
+
+def _query(request: httpx2.Request) -> str:
+    return request.url.query.decode("ascii")
+
+
 class _SyncTransport(httpx2.BaseTransport):
     def __init__(self, api: FakeMessagesAPI) -> None:
         self._api = api
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
-        reply = self._api._handle(request.method, request.url.path, request.headers, request.read())
+        reply = self._api.respond(
+            request.method,
+            request.url.path,
+            request.headers,
+            request.read(),
+            query=_query(request),
+            base_url=_base_url(request),
+        )
         if reply.drop is not None:
             raise network_error(reply.drop, request)
+        if reply.events is not None:
+            return httpx2.Response(
+                reply.status,
+                headers=reply.headers,
+                stream=SyncEventStream(reply.events, drop=reply.stream_drop, request=request),
+                request=request,
+            )
         return httpx2.Response(
             reply.status, headers=reply.headers, content=reply.body, request=request
         )
@@ -717,9 +1075,23 @@ class _AsyncTransport(httpx2.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         body = await request.aread()
-        reply = self._api._handle(request.method, request.url.path, request.headers, body)
+        reply = self._api.respond(
+            request.method,
+            request.url.path,
+            request.headers,
+            body,
+            query=_query(request),
+            base_url=_base_url(request),
+        )
         if reply.drop is not None:
             raise network_error(reply.drop, request)
+        if reply.events is not None:
+            return httpx2.Response(
+                reply.status,
+                headers=reply.headers,
+                stream=AsyncEventStream(reply.events, drop=reply.stream_drop, request=request),
+                request=request,
+            )
         return httpx2.Response(
             reply.status, headers=reply.headers, content=reply.body, request=request
         )
@@ -735,8 +1107,14 @@ def _handler_for(api: FakeMessagesAPI) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("content-length") or 0)
             body = self.rfile.read(length) if length else b""
             headers = {k.lower(): v for k, v in self.headers.items()}
+            url = urlsplit(self.path)
+            host = headers.get("host") or "127.0.0.1"
+            cut = url.path.find("/v1/")
+            base_url = f"http://{host}{url.path[:cut] if cut > 0 else ''}"
             try:
-                reply = api._handle(self.command, urlsplit(self.path).path, headers, body)
+                reply = api.respond(
+                    self.command, url.path, headers, body, query=url.query, base_url=base_url
+                )
             except BaseException as exc:  # a hook's crash: drop the connection
                 api.server_errors.append(exc)
                 self.close_connection = True
@@ -748,12 +1126,26 @@ def _handler_for(api: FakeMessagesAPI) -> type[BaseHTTPRequestHandler]:
             self.send_response(reply.status)
             for name, value in reply.headers:
                 self.send_header(name, value)
-            self.send_header("content-length", str(len(reply.body)))
+            if reply.events is None:
+                self.send_header("content-length", str(len(reply.body)))
+                self.end_headers()
+                self.wfile.write(reply.body)
+                return
+            # A stream goes out event by event, chunked, as the API sends it; a cut
+            # stream closes without the last chunk, which clients see as a broken body.
+            self.send_header("transfer-encoding", "chunked")
             self.end_headers()
-            self.wfile.write(reply.body)
+            for event in reply.events:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+                self.wfile.flush()
+            if reply.stream_drop:
+                self.close_connection = True
+                return
+            self.wfile.write(b"0\r\n\r\n")
 
         do_POST = _serve
         do_GET = _serve
+        do_DELETE = _serve
 
         def log_message(self, format: str, *args: Any) -> None:
             pass  # keep test output clean; the exchanges are the log

@@ -33,6 +33,8 @@ __all__ = [
     "Step",
     "ToolCall",
     "message_json",
+    "signature_matches",
+    "thinking_block",
 ]
 
 DEFAULT_MODEL = "claude-scripted"
@@ -317,6 +319,9 @@ class PlanModel:
                             succeeded[cls] += 1
 
         model = self.model or str(request.get("model") or DEFAULT_MODEL)
+        # With thinking enabled, a reply starts with a signed thinking block, as Claude's
+        # do: agents must carry it back unchanged.
+        thinking = _thinking_enabled(request)
         for s, slots in enumerate(self._steps):
             missing: list[tuple[int, ToolCall]] = []
             for c, call, cls in slots:
@@ -330,6 +335,11 @@ class PlanModel:
                 text_len = self._text_len[s]
                 # The canonical JSON of the block list: brackets, commas, the blocks.
                 size = 1
+                if thinking:
+                    names = ", ".join(call.name for _, call in missing)
+                    block = thinking_block(f"Step {s + 1} of the plan still needs: {names}.")
+                    blocks.append(block)
+                    size += len(block["thinking"]) + len(block["signature"]) + 50
                 if step.text is not None and text_len is not None:
                     blocks.append({"type": "text", "text": step.text})
                     size += text_len + 1
@@ -344,8 +354,11 @@ class PlanModel:
                     f"msg_{len(messages):04d}s{s}a{max(next_attempt.values(), default=0)}",
                     max(1, size // 4),
                 )
+        final: list[dict[str, Any]] = [{"type": "text", "text": self.plan.final_answer}]
+        if thinking:
+            final.insert(0, thinking_block("Every step of the plan has succeeded."))
         return message_json(
-            self.plan.final_answer,
+            final,
             model=model,
             stop_reason="end_turn",
             message_id=f"msg_{len(messages):04d}final",
@@ -353,6 +366,45 @@ class PlanModel:
 
 
 _ID_CACHE_SIZE = 4096
+
+# Signatures of the thinking blocks scripted models write: a keyed digest of the text, so
+# the fake API can tell a block carried back unchanged from an edited one, as the API does.
+_SIGNATURE_PREFIX = "ckptsig1"
+_SIGNING_KEY = b"agentckpt offline thinking"
+
+
+def _signature(thinking: str) -> str:
+    digest = hashlib.sha256(_SIGNING_KEY + thinking.encode()).hexdigest()
+    return f"{_SIGNATURE_PREFIX}{digest[:48]}"
+
+
+def thinking_block(thinking: str) -> dict[str, Any]:
+    """A ``thinking`` block with the signature scripted models give theirs.
+
+    >>> block = thinking_block("Let me add.")
+    >>> block["type"], signature_matches(block)
+    ('thinking', True)
+    """
+    return {"type": "thinking", "thinking": thinking, "signature": _signature(thinking)}
+
+
+def signature_matches(block: Mapping[str, Any]) -> bool | None:
+    """Whether a thinking block signed by a scripted model is as it was signed: ``True``
+    or ``False``; ``None`` for a signature a scripted model did not make (canned replies
+    bring their own, which nothing can check offline).
+
+    >>> signature_matches({**thinking_block("a"), "thinking": "b"})
+    False
+    """
+    signature = block.get("signature")
+    if not isinstance(signature, str) or not signature.startswith(_SIGNATURE_PREFIX):
+        return None
+    return signature == _signature(str(block.get("thinking", "")))
+
+
+def _thinking_enabled(request: Mapping[str, Any]) -> bool:
+    config = request.get("thinking")
+    return isinstance(config, Mapping) and config.get("type") in ("enabled", "adaptive")
 
 
 def _tool_use(block_id: str, call: ToolCall) -> dict[str, Any]:

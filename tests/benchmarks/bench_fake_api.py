@@ -1,18 +1,25 @@
 """Benchmarks for the fake Messages API and the validator.
 
-Run: ``python -m tests.benchmarks.bench_fake_api`` (not collected by the test run).
+Run: ``python -m tests.benchmarks.bench_fake_api [--iterations N] [--memory-only]`` (not
+collected by the test run).
 
 1. One ``messages.create`` with a 40-message history through ``FakeMessagesAPI`` (plan
    model, validation, record), against the floor measured in the same run: the same SDK
    call on an ``httpx2.MockTransport`` returning a fixed body. Target: at most 1.25x.
 2. ``validate_messages`` on a 1,000-message history with parallel tool calls.
    Target: under 5 ms.
+3. The record's memory: the peak RSS of a reference-agent run of ``--iterations`` (1,000
+   by default) model calls on the fake, against the same run on a fake that records
+   nothing (the agent, the SDK and the fake's work, holding the same messages), each in
+   a fresh process. Target: at most 1.5x. Run it alone with ``--memory-only``.
 """
 
 from __future__ import annotations
 
 import json
+import resource
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -27,6 +34,7 @@ from reference_agent.validation import validate_messages
 
 CREATE_TARGET = 1.25
 VALIDATE_TARGET_MS = 5.0
+MEMORY_TARGET = 1.5
 
 
 def plan_of(steps: int, calls_per_step: int) -> Plan:
@@ -144,13 +152,70 @@ def bench_validate(repeat: int = 200) -> float:
     return median_ms
 
 
-def main() -> int:
-    ratio = bench_create()
-    validate_ms = bench_validate()
-    ok = ratio <= CREATE_TARGET and validate_ms < VALIDATE_TARGET_MS
+class _NoRecord(FakeMessagesAPI):
+    # The baseline: the same fake, minus its record of exchanges.
+    def _record(self, exchange: object) -> None:
+        pass
+
+
+def agent_run(iterations: int, *, record: bool) -> None:
+    """One reference-agent run of ``iterations`` tool calls; prints the peak RSS in MB."""
+    from reference_agent import Toolbox, run, tool
+    from stores import open_store
+
+    @tool()
+    def lookup(n: int) -> str:
+        "Look up item n."
+        return f"item {n} is fine"
+
+    plan = Plan(
+        steps=tuple(Step(calls=(ToolCall("lookup", {"n": i}),)) for i in range(iterations)),
+        final_answer="done",
+    )
+    api = (FakeMessagesAPI if record else _NoRecord)(plan)
+    run(
+        "memory",
+        "look everything up",
+        client=api.client(max_retries=0),
+        store=open_store("memory://"),
+        tools=Toolbox([lookup]),
+        max_iterations=iterations + 5,
+    )
+    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+
+
+def bench_memory(iterations: int) -> float:
+    peaks = {}
+    for record in (True, False):
+        command = [sys.executable, "-m", "tests.benchmarks.bench_fake_api", "--agent-run"]
+        command += [str(iterations)] + ([] if record else ["--no-record"])
+        out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+        peaks[record] = float(out.split()[-1])
+    ratio = peaks[True] / peaks[False]
+    print(
+        f"record memory, reference agent, {iterations} iterations: peak RSS "
+        f"{peaks[True]:.0f} MB with the record, {peaks[False]:.0f} MB without, "
+        f"ratio {ratio:.2f}x (target <= {MEMORY_TARGET}x)"
+    )
+    return ratio
+
+
+def main(argv: list[str]) -> int:
+    iterations = 1000
+    if "--iterations" in argv:
+        iterations = int(argv[argv.index("--iterations") + 1])
+    if "--agent-run" in argv:
+        agent_run(int(argv[argv.index("--agent-run") + 1]), record="--no-record" not in argv)
+        return 0
+    ok = True
+    if "--memory-only" not in argv:
+        ratio = bench_create()
+        validate_ms = bench_validate()
+        ok = ratio <= CREATE_TARGET and validate_ms < VALIDATE_TARGET_MS
+    ok = bench_memory(iterations) <= MEMORY_TARGET and ok
     print("targets met" if ok else "TARGET MISSED")
     return 0 if ok else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

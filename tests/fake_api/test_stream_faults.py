@@ -1,0 +1,112 @@
+"""Streams that stream: events reach the SDK as it reads them; faults in the middle."""
+
+from __future__ import annotations
+
+import asyncio
+
+import anthropic
+import httpx2
+import pytest
+
+from reference_agent.offline import FakeMessagesAPI
+from reference_agent.scripted import CannedModel
+
+GO = [{"role": "user", "content": "go"}]
+TEXT = "a reply long enough to be sent as several text deltas, one after another"
+
+
+def read_stream(client: anthropic.Anthropic, seen: list[str] | None = None) -> None:
+    with client.messages.stream(model="m", max_tokens=64, messages=GO) as stream:
+        for event in stream:
+            if seen is not None:
+                seen.append(event.type)
+
+
+def fake() -> FakeMessagesAPI:
+    return FakeMessagesAPI(CannedModel([TEXT] * 5))
+
+
+def test_a_stream_is_open_until_its_last_event_is_read() -> None:
+    client = fake().client(max_retries=0)
+    with client.messages.stream(model="m", max_tokens=64, messages=GO) as stream:
+        assert stream.response.is_closed is False
+        first = next(iter(stream))
+        assert first.type == "message_start"
+        assert stream.response.is_closed is False
+        text = "".join(stream.text_stream)
+    assert text == TEXT
+    assert stream.response.is_closed is True
+
+
+def test_an_async_stream_is_open_until_its_last_event_is_read() -> None:
+    async def main() -> str:
+        client = fake().async_client(max_retries=0)
+        async with client.messages.stream(model="m", max_tokens=64, messages=GO) as stream:
+            assert stream.response.is_closed is False
+            text = "".join([piece async for piece in stream.text_stream])
+        assert stream.response.is_closed is True
+        return text
+
+    assert asyncio.run(main()) == TEXT
+
+
+def test_a_dropped_stream_raises_after_the_events_sent_before_it() -> None:
+    api = fake()
+    api.fail_next("stream_disconnect", after_events=5)
+    client = api.client(max_retries=0)
+    seen: list[str] = []
+    with pytest.raises(httpx2.RemoteProtocolError, match="incomplete chunked read"):
+        read_stream(client, seen)
+    # Five events went out; the SDK does not surface the ping, and adds "text" events.
+    assert [t for t in seen if t != "text"] == [
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_delta",
+    ]
+    exchange = api.exchanges[-1]
+    assert (exchange.fault, exchange.model_called, exchange.delivered) == (
+        "stream_disconnect",
+        True,
+        False,
+    )
+
+
+def test_an_overloaded_error_event_mid_stream_raises_the_sdks_status_error() -> None:
+    api = fake()
+    api.fail_next("stream_error", after_events=4)
+    client = api.client(max_retries=0)
+    # The HTTP status was 200 when the error came: the SDK raises APIStatusError with the
+    # event's body, as it does for the API's own mid-stream errors.
+    with pytest.raises(anthropic.APIStatusError) as info:
+        read_stream(client)
+    assert info.value.body == {
+        "type": "error",
+        "error": {"type": "overloaded_error", "message": "Overloaded"},
+    }
+
+
+def test_a_stream_fault_waits_for_a_streaming_request() -> None:
+    api = fake()
+    api.fail_next("stream_error")
+    client = api.client(max_retries=0)
+    plain = client.messages.create(model="m", max_tokens=64, messages=GO)
+    assert plain.content[0].type == "text"
+    assert api.pending_faults == 1
+    with pytest.raises(anthropic.APIStatusError):
+        read_stream(client)
+    assert api.pending_faults == 0
+
+
+def test_stream_faults_reach_an_agent_over_real_http() -> None:
+    import anthropic as sdk
+
+    api = fake()
+    api.fail_next("stream_disconnect", after_events=3)
+    with api.serve() as url:
+        client = sdk.Anthropic(api_key="k", base_url=url, max_retries=0)
+        with pytest.raises(httpx2.RemoteProtocolError):
+            read_stream(client)
+        with client.messages.stream(model="m", max_tokens=64, messages=GO) as stream:
+            assert stream.response.is_closed is False
+            assert stream.get_final_text() == TEXT
