@@ -24,7 +24,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -251,7 +250,6 @@ def test_the_commands_of_the_page_run_offline(
     for command in commands(page):
         if _skipped(command):
             continue
-        started = time.monotonic()
         result = subprocess.run(
             ["bash", "-c", command.text],
             cwd=tmp_path,
@@ -283,7 +281,6 @@ def test_the_commands_of_the_page_run_offline(
             assert report["ok"] is True, where
             kills = re.search(r"--kills (\d+)", command.text)
             assert len(report["kill_points"]) == (int(kills[1]) if kills else 1), where
-        assert time.monotonic() - started < 30, f"{where} is not cheap"
 
 
 def test_the_claude_example_names_the_default_model() -> None:
