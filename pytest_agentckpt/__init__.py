@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         ToolCall,
         message_json,
     )
+    from reference_agent.toolbox import TOOL_KINDS, Toolbox, ToolResult, ToolSpec, tool, toolbox
     from reference_agent.validation import InvalidHistoryError, validate_messages
     from reference_agent.world import Effect, World
 
@@ -61,6 +62,13 @@ _LAZY: dict[str, str] = {
     "Step": "reference_agent.scripted",
     "ToolCall": "reference_agent.scripted",
     "message_json": "reference_agent.scripted",
+    # tools
+    "toolbox": "reference_agent.toolbox",
+    "tool": "reference_agent.toolbox",
+    "Toolbox": "reference_agent.toolbox",
+    "ToolSpec": "reference_agent.toolbox",
+    "ToolResult": "reference_agent.toolbox",
+    "TOOL_KINDS": "reference_agent.toolbox",
     # chaos harness
     "fuzz": "pytest_agentckpt.harness",
     "replay": "pytest_agentckpt.harness",
@@ -84,6 +92,7 @@ __all__ = [
     "FAULT_KINDS",
     "FAULT_POINTS",
     "ORACLES",
+    "TOOL_KINDS",
     "ApiFault",
     "CannedModel",
     "Crash",
@@ -102,6 +111,9 @@ __all__ = [
     "Step",
     "StoreFault",
     "ToolCall",
+    "ToolResult",
+    "ToolSpec",
+    "Toolbox",
     "UnsafeToolWarning",
     "World",
     "fuzz",
@@ -112,6 +124,8 @@ __all__ = [
     "replay",
     "respx_mock",
     "respx_transport",
+    "tool",
+    "toolbox",
     "validate_messages",
 ]
 

@@ -27,7 +27,17 @@ from .errors import (
 )
 from .repair import RepairReport, repair_history, repair_history_report, unknown_outcome_result
 from .scripted import CannedModel, Plan, PlanModel, Step, ToolCall
-from .toolbox import Toolbox, ToolResult, ToolSpec, UnknownToolError, tool
+from .toolbox import (
+    TOOL_KINDS,
+    Toolbox,
+    ToolDefinitionError,
+    ToolKind,
+    ToolResult,
+    ToolSpec,
+    UnknownToolError,
+    tool,
+    toolbox,
+)
 from .validation import InvalidHistoryError, validate_messages
 from .world import Effect, World
 
@@ -38,6 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MODEL",
+    "TOOL_KINDS",
     "AgentEvent",
     "AgentStoppedError",
     "CannedModel",
@@ -55,6 +66,8 @@ __all__ = [
     "TaskFailedError",
     "TaskOwnedElsewhereError",
     "ToolCall",
+    "ToolDefinitionError",
+    "ToolKind",
     "ToolResult",
     "ToolSpec",
     "Toolbox",
@@ -69,6 +82,7 @@ __all__ = [
     "repair_history_report",
     "run",
     "tool",
+    "toolbox",
     "unknown_outcome_result",
     "validate_messages",
 ]
