@@ -9,7 +9,14 @@ import anthropic
 import pydantic
 import pytest
 
-from reference_agent.toolbox import ToolDefinitionError, Toolbox, ToolResult, ToolSpec, tool, toolbox
+from reference_agent.toolbox import (
+    Toolbox,
+    ToolDefinitionError,
+    ToolResult,
+    ToolSpec,
+    tool,
+    toolbox,
+)
 
 
 def search(query: str, limit: int = 3, mode: Literal["fast", "full"] = "fast") -> str:
@@ -89,7 +96,7 @@ def test_positional_only_parameters_are_refused_with_what_to_do() -> None:
     def f(a: int, /) -> str:
         return str(a)
 
-    with pytest.raises(ToolDefinitionError, match="positional-only.*keyword parameters"):
+    with pytest.raises(ToolDefinitionError, match=r"positional-only.*keyword parameters"):
         toolbox(f)
 
 

@@ -82,7 +82,7 @@ def test_a_key_on_a_tool_declared_reversible_is_refused() -> None:
 
 
 def test_a_keyed_tool_must_take_the_key() -> None:
-    with pytest.raises(ValueError, match="keyed .* takes no idempotency_key parameter"):
+    with pytest.raises(ValueError, match=r"keyed .* takes no idempotency_key parameter"):
         toolbox(append_log, kinds={"append_log": "keyed"})
 
 
