@@ -16,12 +16,11 @@ from hypothesis import strategies as st
 from pytest_agentckpt import fuzz, toolbox
 from token_agent import lookup_order, refund, run, send_sms
 
-ORDER = st.sampled_from(["A-1001", "A-1002"])
 TOOLS = toolbox(
     lookup_order, refund, send_sms,
     kinds={"refund": "keyed", "send_sms": "unkeyed"},
-    inputs={"lookup_order": st.builds(dict, order_id=ORDER),
-            "refund": st.builds(dict, order_id=ORDER, amount=st.sampled_from([10, 40])),
+    inputs={"lookup_order": [{"order_id": "A-1001"}, {"order_id": "A-1002"}],
+            "refund": st.builds(dict, order_id=st.just("A-1001"), amount=st.sampled_from([10, 40])),
             "send_sms": [{"phone": "+351 555 0100", "text": "Your refund is on its way."}]},
 )
 
