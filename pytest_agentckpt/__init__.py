@@ -23,7 +23,7 @@ if TYPE_CHECKING:
         ToolCall,
         message_json,
     )
-    from reference_agent.toolbox import TOOL_KINDS, Toolbox, ToolResult, ToolSpec, tool, toolbox
+    from reference_agent.toolbox import TOOL_KINDS, Toolbox, ToolResult, ToolSpec, tool
     from reference_agent.validation import InvalidHistoryError, validate_messages
     from reference_agent.world import Effect, World
 
@@ -63,7 +63,6 @@ _LAZY: dict[str, str] = {
     "ToolCall": "reference_agent.scripted",
     "message_json": "reference_agent.scripted",
     # tools
-    "toolbox": "reference_agent.toolbox",
     "tool": "reference_agent.toolbox",
     "Toolbox": "reference_agent.toolbox",
     "ToolSpec": "reference_agent.toolbox",
@@ -125,7 +124,6 @@ __all__ = [
     "respx_mock",
     "respx_transport",
     "tool",
-    "toolbox",
     "validate_messages",
 ]
 

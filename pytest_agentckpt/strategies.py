@@ -218,11 +218,12 @@ def tool_inputs(tools: Any, name: str) -> st.SearchStrategy[dict[str, Any]]:
     Real schemas are loose (a free-form ``path``), so a team gives the inputs that mean
     something for its tools, and plans use those.
 
-    >>> from reference_agent.toolbox import toolbox
+    >>> from reference_agent.toolbox import Toolbox
     >>> def read(path: str) -> str:
     ...     return path
+    >>> box = Toolbox.from_functions(read, inputs={"read": [{"path": "notes.txt"}]})
     >>> from hypothesis import find
-    >>> find(tool_inputs(toolbox(read, inputs={"read": [{"path": "notes.txt"}]}), "read"), lambda v: True)
+    >>> find(tool_inputs(box, "read"), lambda v: True)
     {'path': 'notes.txt'}
     """
     declared = None

@@ -36,7 +36,6 @@ from .toolbox import (
     ToolSpec,
     UnknownToolError,
     tool,
-    toolbox,
 )
 from .validation import InvalidHistoryError, validate_messages
 from .world import Effect, World
@@ -82,7 +81,6 @@ __all__ = [
     "repair_history_report",
     "run",
     "tool",
-    "toolbox",
     "unknown_outcome_result",
     "validate_messages",
 ]

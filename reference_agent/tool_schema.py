@@ -4,7 +4,7 @@ The SDK's ``beta_tool`` takes the description from the docstring (its summary an
 without the ``Args:`` section), the ``input_schema`` from the signature through pydantic,
 and each parameter's description from the docstring's ``Args:``. This module does the
 same, so a function gives the same definition whether a team wraps it with ``beta_tool``
-or hands it to :func:`reference_agent.toolbox.toolbox`. Two differences, on purpose:
+or hands it to ``Toolbox.from_functions``. Two differences, on purpose:
 pydantic's ``title`` keys are dropped (they repeat each parameter's name and cost the model
 tokens), and a parameter named ``idempotency_key`` is not part of the schema (the toolbox
 passes it, the model never sees it).

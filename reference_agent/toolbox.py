@@ -15,7 +15,7 @@ One call builds a toolbox from plain functions, the SDK's ``beta_tool`` tools, o
 >>> def add(a: int, b: int) -> str:
 ...     "Add two integers."
 ...     return str(a + b)
->>> box = toolbox(add)
+>>> box = Toolbox.from_functions(add)
 >>> box.call("add", {"a": 2, "b": 3}).content
 '5'
 
@@ -60,7 +60,6 @@ __all__ = [
     "UnknownToolError",
     "schema_from_signature",
     "tool",
-    "toolbox",
 ]
 
 #: What a tool's function receives: the model's input as keyword arguments, plus
@@ -423,53 +422,6 @@ def _declare(spec: ToolSpec, kind: str | None, inputs: Any) -> ToolSpec:
     )
 
 
-def toolbox(
-    *tools: Any,
-    kinds: Mapping[str, ToolKind] | None = None,
-    inputs: Mapping[str, Any] | None = None,
-) -> Toolbox:
-    """A :class:`Toolbox` in one call.
-
-    ``tools``: plain functions (sync or ``async def``; definitions from their type hints
-    and docstrings, as the SDK's ``beta_tool`` builds them), tools made with the SDK's
-    ``beta_tool`` / ``beta_async_tool`` (their definition and validation are kept),
-    :class:`ToolSpec` objects (from :func:`tool`), and dicts
-    ``{name: (function, input_schema)}``. ``kinds``: per tool name, its kind (default
-    ``read_only``): ``read_only``, ``repeat_safe``, ``keyed``, ``unkeyed``. ``inputs``:
-    per tool name, example inputs (a list of dicts) or a Hypothesis strategy, which
-    ``fuzz`` plans draw from instead of the ``input_schema``.
-
-    >>> def search(query: str) -> str:
-    ...     "Search the web."
-    ...     return "results"
-    >>> async def send_email(to: str, body: str, idempotency_key: str | None = None) -> str:
-    ...     "Send an e-mail."
-    ...     return "sent"
-    >>> box = toolbox(search, send_email, kinds={"send_email": "keyed"},
-    ...               inputs={"search": [{"query": "weather"}]})
-    >>> [box.spec(n).kind for n in box.names()]
-    ['read_only', 'keyed']
-    """
-    specs: list[ToolSpec] = []
-    for index, item in enumerate(tools):
-        if isinstance(item, Mapping):
-            specs.extend(_specs_of_mapping(item))
-        elif isinstance(item, str | bytes) or (isinstance(item, Iterable) and not callable(item)):
-            raise TypeError(
-                f"toolbox: argument {index} is a {type(item).__name__}; pass the tools as "
-                "separate arguments (toolbox(*my_tools)) or as a dict {name: (function, input_schema)}"
-            )
-        else:
-            specs.append(_spec_of(item, f"toolbox: argument {index}"))
-    names = {spec.name for spec in specs}
-    for label, declared in (("kinds", kinds), ("inputs", inputs)):
-        unknown = sorted(set(declared or ()) - names)
-        if unknown:
-            raise ValueError(f"toolbox: {label} names {unknown}, which are not tools here; the tools are {sorted(names)}")
-    kinds, inputs = kinds or {}, inputs or {}
-    return Toolbox(_declare(spec, kinds.get(spec.name), inputs.get(spec.name)) for spec in specs)
-
-
 def _to_result(value: Any) -> ToolResult:
     if isinstance(value, ToolResult):
         return value
@@ -504,11 +456,59 @@ class Toolbox:
             if not isinstance(spec, ToolSpec):
                 raise TypeError(
                     f"Toolbox takes ToolSpec objects, not {type(spec).__name__}; "
-                    "toolbox(*functions) builds one from functions"
+                    "Toolbox.from_functions(*functions) builds one from functions"
                 )
             if spec.name in self._specs:
                 raise ValueError(f"two tools are named {spec.name!r}")
             self._specs[spec.name] = spec
+
+    @classmethod
+    def from_functions(
+        cls,
+        *tools: Any,
+        kinds: Mapping[str, ToolKind] | None = None,
+        inputs: Mapping[str, Any] | None = None,
+    ) -> Toolbox:
+        """A toolbox in one call.
+
+        ``tools``: plain functions (sync or ``async def``; definitions from their type hints
+        and docstrings, as the SDK's ``beta_tool`` builds them), tools made with the SDK's
+        ``beta_tool`` / ``beta_async_tool`` (their definition and validation are kept),
+        :class:`ToolSpec` objects (from :func:`tool`), and dicts
+        ``{name: (function, input_schema)}``. ``kinds``: per tool name, its kind (default
+        ``read_only``): ``read_only``, ``repeat_safe``, ``keyed``, ``unkeyed``. ``inputs``:
+        per tool name, example inputs (a list of dicts) or a Hypothesis strategy, which
+        ``fuzz`` plans draw from instead of the ``input_schema``.
+
+        >>> def search(query: str) -> str:
+        ...     "Search the web."
+        ...     return "results"
+        >>> async def send_email(to: str, body: str, idempotency_key: str | None = None) -> str:
+        ...     "Send an e-mail."
+        ...     return "sent"
+        >>> box = Toolbox.from_functions(search, send_email, kinds={"send_email": "keyed"},
+        ...                              inputs={"search": [{"query": "weather"}]})
+        >>> [box.spec(n).kind for n in box.names()]
+        ['read_only', 'keyed']
+        """
+        specs: list[ToolSpec] = []
+        for index, item in enumerate(tools):
+            if isinstance(item, Mapping):
+                specs.extend(_specs_of_mapping(item))
+            elif isinstance(item, str | bytes) or (isinstance(item, Iterable) and not callable(item)):
+                raise TypeError(
+                    f"Toolbox.from_functions: argument {index} is a {type(item).__name__}; pass the tools as "
+                    "separate arguments (Toolbox.from_functions(*my_tools)) or as a dict {name: (function, input_schema)}"
+                )
+            else:
+                specs.append(_spec_of(item, f"Toolbox.from_functions: argument {index}"))
+        names = {spec.name for spec in specs}
+        for label, declared in (("kinds", kinds), ("inputs", inputs)):
+            unknown = sorted(set(declared or ()) - names)
+            if unknown:
+                raise ValueError(f"Toolbox.from_functions: {label} names {unknown}, which are not tools here; the tools are {sorted(names)}")
+        kinds, inputs = kinds or {}, inputs or {}
+        return cls(_declare(spec, kinds.get(spec.name), inputs.get(spec.name)) for spec in specs)
 
     def __iter__(self) -> Iterator[ToolSpec]:
         return iter(self._specs.values())

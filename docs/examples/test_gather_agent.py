@@ -11,9 +11,9 @@ import gather_agent
 
 # --8<-- [start:glue]
 from gather_agent import fetch_page, put_record, run, send_invoice
-from pytest_agentckpt import fuzz, toolbox
+from pytest_agentckpt import Toolbox, fuzz
 
-TOOLS = toolbox(
+TOOLS = Toolbox.from_functions(
     fetch_page, put_record, send_invoice,
     kinds={"put_record": "repeat_safe", "send_invoice": "keyed"},
     inputs={"fetch_page": [{"url": "https://example.com/pricing"}, {"url": "https://example.com/terms"}],

@@ -13,10 +13,10 @@ import session_agent
 
 # --8<-- [start:glue]
 import json
-from pytest_agentckpt import fuzz, toolbox
+from pytest_agentckpt import Toolbox, fuzz
 from session_agent import open_ticket, read_file, run, write_file
 
-TOOLS = toolbox(
+TOOLS = Toolbox.from_functions(
     read_file, write_file, open_ticket,
     kinds={"write_file": "repeat_safe", "open_ticket": "keyed"},
     inputs={"read_file": [{"path": "README.md"}, {"path": "setup.cfg"}],

@@ -13,10 +13,10 @@ import token_agent
 
 # --8<-- [start:glue]
 from hypothesis import strategies as st
-from pytest_agentckpt import fuzz, toolbox
+from pytest_agentckpt import Toolbox, fuzz
 from token_agent import lookup_order, refund, run, send_sms
 
-TOOLS = toolbox(
+TOOLS = Toolbox.from_functions(
     lookup_order, refund, send_sms,
     kinds={"refund": "keyed", "send_sms": "unkeyed"},
     inputs={"lookup_order": [{"order_id": "A-1001"}, {"order_id": "A-1002"}],

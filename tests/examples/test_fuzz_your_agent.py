@@ -34,7 +34,7 @@ def glue_lines(test_file: str) -> list[str]:
 @pytest.mark.parametrize("agent", sorted(AGENTS))
 def test_the_glue_of_each_example_is_fifteen_lines_or_fewer(agent: str) -> None:
     lines = glue_lines(AGENTS[agent])
-    assert any("toolbox(" in line for line in lines) and any("fuzz(" in line for line in lines)
+    assert any("Toolbox.from_functions(" in line for line in lines) and any("fuzz(" in line for line in lines)
     assert len(lines) <= MAX_GLUE_LINES, "\n".join(lines)
 
 

@@ -7,7 +7,7 @@ import inspect
 
 import pytest
 
-from reference_agent.toolbox import Toolbox, ToolResult, ToolSpec, toolbox
+from reference_agent.toolbox import Toolbox, ToolResult, ToolSpec
 
 
 class Crash(BaseException):
@@ -40,7 +40,7 @@ def lookup(q: str) -> str:
     return q
 
 
-BOX = toolbox(fetch, upload, broken, dies, lookup, kinds={"upload": "keyed"})
+BOX = Toolbox.from_functions(fetch, upload, broken, dies, lookup, kinds={"upload": "keyed"})
 
 
 def test_an_async_tool_call_is_an_awaitable_of_the_result() -> None:
@@ -84,7 +84,7 @@ def test_an_unawaited_async_call_performs_nothing() -> None:
         ran.append("x")
         return "done"
 
-    box = toolbox(effect)
+    box = Toolbox.from_functions(effect)
     pending = box.call("effect", {})
     assert ran == []
     asyncio.run(pending)  # type: ignore[arg-type]

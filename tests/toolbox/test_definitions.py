@@ -15,7 +15,6 @@ from reference_agent.toolbox import (
     ToolResult,
     ToolSpec,
     tool,
-    toolbox,
 )
 
 
@@ -53,7 +52,7 @@ def _without_titles(node: object) -> object:
 
 
 def test_a_plain_function_gets_the_definition_the_sdks_beta_tool_gives_it_without_titles() -> None:
-    ours = toolbox(search).definitions()[0]
+    ours = Toolbox.from_functions(search).definitions()[0]
     sdk = anthropic.beta_tool(search).to_dict()
     assert ours["name"] == sdk["name"] == "search"
     assert ours["description"] == sdk["description"] == "Search the notes.\n\nReturns the titles of matching notes."
@@ -67,12 +66,12 @@ def test_a_plain_function_gets_the_definition_the_sdks_beta_tool_gives_it_withou
 
 
 def test_the_idempotency_key_parameter_is_the_toolboxs_not_the_models() -> None:
-    schema = toolbox(send_email, kinds={"send_email": "keyed"}).spec("send_email").input_schema
+    schema = Toolbox.from_functions(send_email, kinds={"send_email": "keyed"}).spec("send_email").input_schema
     assert set(schema["properties"]) == {"to", "body"} and schema["required"] == ["to", "body"]
 
 
 def test_models_among_the_parameters_land_in_defs_and_a_property_named_title_survives() -> None:
-    schema = toolbox(ship).spec("ship").input_schema
+    schema = Toolbox.from_functions(ship).spec("ship").input_schema
     assert schema["properties"]["address"] == {"$ref": "#/$defs/Address"}
     assert set(schema["$defs"]["Address"]["properties"]) == {"city", "title"}
     assert "title" not in schema["$defs"]["Address"]  # the keyword, dropped
@@ -82,11 +81,11 @@ def test_a_function_without_docstring_is_described_by_its_name() -> None:
     def ping(host: str) -> str:
         return host
 
-    assert toolbox(ping).spec("ping").description == "ping"
+    assert Toolbox.from_functions(ping).spec("ping").description == "ping"
 
 
 def test_a_partial_is_read_from_its_signature() -> None:
-    box = toolbox({"search_full": functools.partial(search, mode="full")})
+    box = Toolbox.from_functions({"search_full": functools.partial(search, mode="full")})
     schema = box.spec("search_full").input_schema
     assert schema["required"] == ["query"]
     assert box.call("search_full", {"query": "q"}).content == "q:3:full"
@@ -97,7 +96,7 @@ def test_positional_only_parameters_are_refused_with_what_to_do() -> None:
         return str(a)
 
     with pytest.raises(ToolDefinitionError, match=r"positional-only.*keyword parameters"):
-        toolbox(f)
+        Toolbox.from_functions(f)
 
 
 def test_a_dict_maps_names_to_function_and_schema() -> None:
@@ -107,14 +106,14 @@ def test_a_dict_maps_names_to_function_and_schema() -> None:
         """Read a file."""
         return f"contents of {path}"
 
-    box = toolbox({"read_file": (read, schema)})
+    box = Toolbox.from_functions({"read_file": (read, schema)})
     assert box.definitions() == [{"name": "read_file", "description": "Read a file.", "input_schema": schema}]
     assert box.call("read_file", {"path": "a.txt"}) == ToolResult("contents of a.txt")
 
 
 def test_a_dict_entry_that_is_not_function_and_schema_is_refused() -> None:
     with pytest.raises(TypeError, match=r"tool 'read': expected \(function, input_schema\)"):
-        toolbox({"read": (print,)})
+        Toolbox.from_functions({"read": (print,)})
 
 
 def test_functions_specs_and_dicts_mix_in_one_call_in_order() -> None:
@@ -123,24 +122,24 @@ def test_functions_specs_and_dicts_mix_in_one_call_in_order() -> None:
         """Pay."""
         return "paid"
 
-    box = toolbox(search, pay, {"mail": send_email})
+    box = Toolbox.from_functions(search, pay, {"mail": send_email})
     assert box.names() == ["search", "pay", "mail"]
     assert isinstance(box, Toolbox) and box.spec("pay").kind == "keyed"
 
 
 def test_a_list_passed_as_one_argument_is_refused_with_the_right_call() -> None:
-    with pytest.raises(TypeError, match=r"toolbox\(\*my_tools\)"):
-        toolbox([search, send_email])
+    with pytest.raises(TypeError, match=r"Toolbox.from_functions\(\*my_tools\)"):
+        Toolbox.from_functions([search, send_email])
 
 
 def test_something_that_is_no_tool_is_refused_naming_the_argument() -> None:
-    with pytest.raises(TypeError, match="toolbox: argument 1: expected a function"):
-        toolbox(search, 42)
+    with pytest.raises(TypeError, match="Toolbox.from_functions: argument 1: expected a function"):
+        Toolbox.from_functions(search, 42)
 
 
 def test_two_tools_with_one_name_are_refused() -> None:
     with pytest.raises(ValueError, match="two tools are named 'search'"):
-        toolbox(search, {"search": send_email})
+        Toolbox.from_functions(search, {"search": send_email})
 
 
 def test_a_toolspec_is_still_built_directly_and_validated() -> None:

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from pytest_agentckpt.strategies import plans, tool_inputs
 from reference_agent.scripted import Plan
-from reference_agent.toolbox import ToolSpec, tool, toolbox
+from reference_agent.toolbox import Toolbox, ToolSpec, tool
 
 
 def read_file(path: str) -> str:
@@ -29,7 +29,7 @@ def search(query: str) -> str:
 
 
 EXAMPLES = [{"path": "notes.txt"}, {"path": "todo.md"}]
-BOX = toolbox(
+BOX = Toolbox.from_functions(
     read_file,
     write_file,
     search,
@@ -86,34 +86,34 @@ def test_the_tool_decorator_takes_inputs_too() -> None:
 
 def test_an_example_missing_a_required_argument_is_refused() -> None:
     with pytest.raises(ValueError, match=r"inputs\[1\] lacks the required argument\(s\) \['content'\]"):
-        toolbox(write_file, inputs={"write_file": [{"path": "a", "content": "x"}, {"path": "b"}]})
+        Toolbox.from_functions(write_file, inputs={"write_file": [{"path": "a", "content": "x"}, {"path": "b"}]})
 
 
 def test_an_example_with_an_argument_the_schema_does_not_define_is_refused() -> None:
     with pytest.raises(ValueError, match=r"argument\(s\) \['mode'\] that the schema does not define"):
-        toolbox(read_file, inputs={"read_file": [{"path": "a", "mode": "r"}]})
+        Toolbox.from_functions(read_file, inputs={"read_file": [{"path": "a", "mode": "r"}]})
 
 
 def test_examples_that_are_not_json_or_not_dicts_are_refused() -> None:
     with pytest.raises(ValueError, match="not JSON data"):
-        toolbox(read_file, inputs={"read_file": [{"path": object()}]})
+        Toolbox.from_functions(read_file, inputs={"read_file": [{"path": object()}]})
     with pytest.raises(TypeError, match=r"inputs\[0\] must be a dict of arguments"):
-        toolbox(read_file, inputs={"read_file": ["notes.txt"]})
+        Toolbox.from_functions(read_file, inputs={"read_file": ["notes.txt"]})
     with pytest.raises(TypeError, match="inputs must be a list of example inputs"):
-        toolbox(read_file, inputs={"read_file": {"path": "notes.txt"}})
+        Toolbox.from_functions(read_file, inputs={"read_file": {"path": "notes.txt"}})
     with pytest.raises(ValueError, match="inputs is empty"):
-        toolbox(read_file, inputs={"read_file": []})
+        Toolbox.from_functions(read_file, inputs={"read_file": []})
 
 
 def test_inputs_for_tools_that_are_not_there_are_refused() -> None:
     with pytest.raises(ValueError, match=r"inputs names \['reed_file'\]"):
-        toolbox(read_file, inputs={"reed_file": EXAMPLES})
+        Toolbox.from_functions(read_file, inputs={"reed_file": EXAMPLES})
 
 
 def test_a_strategy_that_draws_no_dict_fails_naming_the_tool() -> None:
     from hypothesis import find
 
-    box = toolbox(search, inputs={"search": st.just("weather")})
+    box = Toolbox.from_functions(search, inputs={"search": st.just("weather")})
     with pytest.raises(TypeError, match="tool 'search': its inputs strategy drew 'weather'"):
         find(tool_inputs(box, "search"), lambda v: True)
 

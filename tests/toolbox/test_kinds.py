@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reference_agent.toolbox import TOOL_KINDS, ToolSpec, tool, toolbox
+from reference_agent.toolbox import TOOL_KINDS, Toolbox, ToolSpec, tool
 
 
 def write_file(path: str, content: str) -> str:
@@ -37,13 +37,13 @@ def read(path: str) -> str:
     ],
 )
 def test_each_kind_sets_the_flags_the_harness_and_agents_read(kind: str, flags: tuple[bool, bool, bool]) -> None:
-    spec = toolbox(send, kinds={"send": kind}).spec("send")  # type: ignore[dict-item]
+    spec = Toolbox.from_functions(send, kinds={"send": kind}).spec("send")  # type: ignore[dict-item]
     assert (spec.irreversible, spec.idempotent, spec.repeat_safe) == flags == TOOL_KINDS[kind]
     assert spec.kind == kind
 
 
 def test_a_tool_is_read_only_unless_declared_otherwise() -> None:
-    assert toolbox(read).spec("read").kind == "read_only"
+    assert Toolbox.from_functions(read).spec("read").kind == "read_only"
 
 
 def test_the_flags_still_declare_kinds() -> None:
@@ -66,7 +66,7 @@ def test_kind_and_a_flag_that_disagree_are_refused_with_both_named() -> None:
 
 def test_an_unknown_kind_is_refused_listing_the_kinds() -> None:
     with pytest.raises(ValueError, match="read_only, repeat_safe, keyed, unkeyed"):
-        toolbox(read, kinds={"read": "reversible"})  # type: ignore[dict-item]
+        Toolbox.from_functions(read, kinds={"read": "reversible"})  # type: ignore[dict-item]
 
 
 def test_keyed_and_repeat_safe_at_once_is_refused() -> None:
@@ -83,12 +83,12 @@ def test_a_key_on_a_tool_declared_reversible_is_refused() -> None:
 
 def test_a_keyed_tool_must_take_the_key() -> None:
     with pytest.raises(ValueError, match=r"keyed .* takes no idempotency_key parameter"):
-        toolbox(append_log, kinds={"append_log": "keyed"})
+        Toolbox.from_functions(append_log, kinds={"append_log": "keyed"})
 
 
 def test_kinds_for_tools_that_are_not_there_are_refused() -> None:
     with pytest.raises(ValueError, match=r"kinds names \['sned'\], which are not tools here"):
-        toolbox(send, kinds={"sned": "keyed"})
+        Toolbox.from_functions(send, kinds={"sned": "keyed"})
 
 
 def test_only_keyed_tools_receive_the_key() -> None:
@@ -98,11 +98,11 @@ def test_only_keyed_tools_receive_the_key() -> None:
         seen.update(extra)
         return "ok"
 
-    toolbox(put, kinds={"put": "repeat_safe"}).call("put", {"key": "a"}, idempotency_key="k")
+    Toolbox.from_functions(put, kinds={"put": "repeat_safe"}).call("put", {"key": "a"}, idempotency_key="k")
     assert seen == {}
 
 
 def test_kinds_survive_the_harness_wrapping_functions() -> None:
-    box = toolbox(write_file, send, kinds={"write_file": "repeat_safe", "send": "keyed"})
+    box = Toolbox.from_functions(write_file, send, kinds={"write_file": "repeat_safe", "send": "keyed"})
     wrapped = box.replace_functions(lambda spec: spec.function)
     assert [s.kind for s in wrapped] == ["repeat_safe", "keyed"]
