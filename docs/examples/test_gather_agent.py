@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 import gather_agent
+from pytest_agentckpt import Plan, Step, ToolCall
 
 # --8<-- [start:glue]
 from gather_agent import fetch_page, put_record, run, send_invoice
@@ -23,7 +24,7 @@ TOOLS = Toolbox.from_functions(
 
 
 def test_the_gather_agent_survives_crashes() -> None:
-    fuzz(run, TOOLS, max_examples=30)
+    assert fuzz(run, TOOLS, max_examples=30).stats.crashes > 0
 # --8<-- [end:glue]
 
 
@@ -35,8 +36,13 @@ def _last_turn_if_unanswered(messages: list[dict]) -> list[dict]:
     return [b for b in messages[-1]["content"] if b.get("type") == "tool_use"]
 
 
+# A turn of two parallel calls: a crash between their results leaves it answered in part.
+TWO_AT_ONCE = Plan((Step((ToolCall("fetch_page", {"url": "https://example.com/terms"}),
+                          ToolCall("send_invoice", {"customer": "acme", "amount": 120}))),), "Invoiced.")
+
+
 def test_its_naive_twin_answering_a_turn_in_part_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gather_agent, "_unanswered", _last_turn_if_unanswered)
     with pytest.raises(AssertionError, match="valid_sequence"):
-        fuzz(run, TOOLS, max_examples=100)
+        fuzz(run, TOOLS, max_examples=100, plans=[TWO_AT_ONCE])
 # --8<-- [end:twin]

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import session_agent
+from pytest_agentckpt import Plan, Step, ToolCall
 
 # --8<-- [start:glue]
 import json
@@ -25,7 +26,8 @@ TOOLS = Toolbox.from_functions(
 
 
 def test_the_session_agent_survives_crashes() -> None:
-    fuzz(run, TOOLS, max_examples=30, history=lambda cp: json.loads(cp.artifacts["session"])["turns"])
+    report = fuzz(run, TOOLS, max_examples=30, history=lambda cp: json.loads(cp.artifacts["session"])["turns"])
+    assert report.stats.crashes > 0
 # --8<-- [end:glue]
 
 
@@ -35,8 +37,12 @@ def _settle_without_a_journal(session: Any, tools: Any, use: dict[str, Any]) -> 
     return tools.call(use["name"], use["input"]).to_block(use["id"])  # type: ignore[no-any-return]
 
 
+OPEN_A_TICKET = Plan((Step((ToolCall("open_ticket", {"title": "Release v2"}),)),), "Ticket opened.")
+
+
 def test_its_naive_twin_without_a_journal_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(session_agent, "_settle", _settle_without_a_journal)
     with pytest.raises(AssertionError, match="no_duplicate_effect"):
-        fuzz(run, TOOLS, max_examples=200, history=lambda cp: json.loads(cp.artifacts["session"])["turns"])
+        fuzz(run, TOOLS, max_examples=100, plans=[OPEN_A_TICKET],
+             history=lambda cp: json.loads(cp.artifacts["session"])["turns"])
 # --8<-- [end:twin]

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import token_agent
+from pytest_agentckpt import Plan, Step, ToolCall
 
 # --8<-- [start:glue]
 from hypothesis import strategies as st
@@ -26,7 +27,7 @@ TOOLS = Toolbox.from_functions(
 
 
 def test_the_token_counting_agent_survives_crashes() -> None:
-    fuzz(run, TOOLS, max_examples=30)
+    assert fuzz(run, TOOLS, max_examples=30).stats.crashes > 0
 # --8<-- [end:glue]
 
 
@@ -42,8 +43,11 @@ def _please_retry(cp: Any, store: Any, tools: Any, use: dict[str, Any]) -> tuple
     return _call(cp, store, tools, use)
 
 
+A_REFUND = Plan((Step((ToolCall("refund", {"order_id": "A-1001", "amount": 40}),)),), "Refunded.")
+
+
 def test_its_naive_twin_asking_to_retry_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(token_agent, "_call", _please_retry)
     with pytest.raises(AssertionError, match="no_duplicate_effect"):
-        fuzz(run, TOOLS, max_examples=200, unsafe_tools="ignore")
+        fuzz(run, TOOLS, max_examples=100, plans=[A_REFUND])
 # --8<-- [end:twin]
