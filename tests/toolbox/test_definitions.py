@@ -133,7 +133,7 @@ def test_a_list_passed_as_one_argument_is_refused_with_the_right_call() -> None:
 
 
 def test_something_that_is_no_tool_is_refused_naming_the_argument() -> None:
-    with pytest.raises(TypeError, match="Toolbox.from_functions: argument 1: expected a function"):
+    with pytest.raises(TypeError, match=r"Toolbox\.from_functions: argument 1: expected a function"):
         Toolbox.from_functions(search, 42)
 
 

@@ -129,3 +129,19 @@ def test_a_toolbox_of_another_kind_without_inputs_draws_from_the_schema() -> Non
     from hypothesis import find
 
     assert find(tool_inputs(Minimal(), "ping"), lambda v: True) == {"n": 7}
+
+
+def test_fuzz_calls_the_tools_only_with_the_declared_inputs() -> None:
+    from pytest_agentckpt import fuzz
+    from reference_agent import run
+
+    received: list[dict[str, Any]] = []
+
+    def open_file(path: str) -> str:
+        """Open a file (the schema admits any path)."""
+        received.append({"path": path})
+        return f"contents of {path}"
+
+    box = Toolbox.from_functions(open_file, inputs={"open_file": EXAMPLES})
+    fuzz(run, box, max_examples=15, seed=1, fault_kinds=["after_tool_effect", "before_model_call"])
+    assert received and all(value in EXAMPLES for value in received)
