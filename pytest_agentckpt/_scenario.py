@@ -226,9 +226,25 @@ class _DirectMessages:
         raise error(message, response=httpx2.Response(status, content=raw, request=request), body=payload)
 
 
+    def count_tokens(self, **params: Any) -> Any:
+        """The fake's token count (not a model call: no fault point, no budget)."""
+        import anthropic
+        from pydantic_core import to_json
+
+        from reference_agent.offline import FAKE_API_KEY
+
+        status, _headers, raw, _drop = self._router.api.handle(
+            "POST", "/v1/messages/count_tokens", {"x-api-key": FAKE_API_KEY}, to_json(params, exclude_none=True)
+        )
+        if status != 200:
+            raise RuntimeError(f"count_tokens answered {status}: {raw.decode(errors='replace')}")
+        return anthropic.types.MessageTokensCount.model_validate_json(raw)
+
+
 class _DirectClient:
-    """A stand-in for ``anthropic.Anthropic`` offering only ``messages.create``: the fast
-    path of ``fuzz(client="direct")`` for agents that use nothing else of the SDK."""
+    """A stand-in for ``anthropic.Anthropic`` offering only ``messages.create`` and
+    ``messages.count_tokens``: the fast path of ``fuzz(client="direct")`` for agents that use
+    nothing else of the SDK."""
 
     def __init__(self, router: _Router) -> None:
         self.messages = _DirectMessages(router)

@@ -280,12 +280,14 @@ def _fuzz_with(
         for item in verdict.advice:
             advice.setdefault(item.topic, item)
         if verdict.violations:
-            # Agents with threads or tasks are nondeterministic: a verdict counts only if
-            # the same scenario, run again, gives it again.
-            again = _evaluate(executor, plan, faults, budget)
-            if again.oracles != verdict.oracles:
-                unstable.append((verdict, again))
-                return
+            # Agents with threads or tasks are nondeterministic: the first failure counts
+            # only if the same scenario, run again, gives it again. (While Hypothesis
+            # shrinks, it replays failures itself; a Flaky from it is converted below.)
+            if not first_failure:
+                again = _evaluate(executor, plan, faults, budget)
+                if again.oracles != verdict.oracles:
+                    unstable.append((verdict, again))
+                    return
             remember(verdict)
             last_failed[:] = [verdict]
             first_failure[:] = first_failure or [local.scenarios]
@@ -323,7 +325,7 @@ def _fuzz_with(
                 ) from None
             except OracleFailure as failure:
                 raise _every_oracle(
-                    executor, budget, failure, smallest, reproduce, runs=300 if shrink else 16
+                    executor, budget, failure, smallest, reproduce, runs=150 if shrink else 16
                 ) from None
             except Flaky:
                 # The last failing scenario did not fail again when Hypothesis replayed it.
@@ -387,7 +389,7 @@ def _every_oracle(
             continue
         if oracle in best.oracles and best.faults.size == 0:
             continue  # the lead example already shows it, with no fault at all
-        smaller = _minimize(executor, budget, smallest[oracle], max_runs=max(runs // 3, 8), oracle=oracle)
+        smaller = _minimize(executor, budget, smallest[oracle], max_runs=max(runs // 4, 8), oracle=oracle)
         others.append(smaller if smaller is not None else _led_by(smallest[oracle], oracle))
     better = best.failure(reproduce, found_after=failure.found_after, minimized=True, others=others)
     for note in getattr(failure, "__notes__", ()):

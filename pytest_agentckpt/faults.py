@@ -596,6 +596,35 @@ class _Awaitable(Exception):
         self.awaitable = awaitable
 
 
+class _Guarded:
+    """An awaitable that checks, before each step of the one it wraps, that the attempt is
+    alive: after a crash, a sibling task of a dead attempt goes no further, as the tasks
+    of a killed process do not."""
+
+    def __init__(self, awaitable: Awaitable[Any], injector: FaultInjector) -> None:
+        self._awaitable = awaitable
+        self._injector = injector
+
+    def __await__(self) -> Any:
+        steps = self._awaitable.__await__()
+        sent: Any = None
+        thrown: BaseException | None = None
+        while True:
+            try:
+                self._injector.check_alive()
+            except Crash:
+                steps.close()
+                raise
+            try:
+                yielded = steps.throw(thrown) if thrown is not None else steps.send(sent)
+            except StopIteration as stop:
+                return stop.value
+            try:
+                sent, thrown = (yield yielded), None
+            except BaseException as exc:
+                sent, thrown = None, exc
+
+
 # The idempotency key of the call in progress, per thread and per asyncio task.
 _current_key: contextvars.ContextVar[str | None] = contextvars.ContextVar("agentckpt_key", default=None)
 
@@ -655,7 +684,7 @@ class InstrumentedToolbox:
     async def _call_async(self, name: str, input: Mapping[str, Any], key: str | None) -> Any:
         result = self._call(name, input, key)
         if inspect.isawaitable(result):
-            result = await result
+            result = await _Guarded(result, self._injector)
         return result
 
     def _call(self, name: str, input: Mapping[str, Any], idempotency_key: str | None) -> Any:
@@ -678,7 +707,7 @@ class InstrumentedToolbox:
     ) -> Any:
         token = _current_key.set(key)
         try:
-            result = await pending
+            result = await _Guarded(pending, self._injector)
         finally:
             _current_key.reset(token)
         self._injector.check_alive()
@@ -701,7 +730,7 @@ class InstrumentedToolbox:
                 key, tool_input = split(kwargs)
                 injector.check_alive()
                 if not spec.irreversible:
-                    result = await function(**kwargs)
+                    result = await _Guarded(function(**kwargs), injector)
                 else:
                     result = await self._perform_async(spec, tool_input, key, lambda: function(**kwargs))
                 injector.hit("after_tool_effect")
@@ -761,7 +790,7 @@ class InstrumentedToolbox:
         self._injector.check_alive()
         value = effect()
         if inspect.isawaitable(value):
-            value = await value
+            value = await _Guarded(value, self._injector)
         return self._record_done(spec, tool_input, key, value)
 
     def _record_done(self, spec: ToolSpec, tool_input: dict[str, Any], key: str | None, value: Any) -> Any:
@@ -799,7 +828,7 @@ class InstrumentedToolbox:
         return _as_result(value)
 
     async def _after_effect_later(self, pending: Awaitable[Any]) -> Any:
-        result = await pending
+        result = await _Guarded(pending, self._injector)
         self._injector.hit("after_tool_effect")
         return result
 
@@ -807,7 +836,7 @@ class InstrumentedToolbox:
         self, spec: ToolSpec, tool_input: dict[str, Any], key: str | None, pending: Awaitable[Any]
     ) -> Any:
         # World.perform found no honoured key (it called the effect): await the effect.
-        result = await pending
+        result = await _Guarded(pending, self._injector)
         if getattr(result, "is_error", False):
             return result
         value = self._record_done(spec, tool_input, key, result)
