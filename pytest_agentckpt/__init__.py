@@ -38,7 +38,15 @@ if TYPE_CHECKING:
         FaultyStore,
         StoreFault,
     )
-    from .harness import FuzzReport, OracleFailure, UnsafeToolWarning, fuzz, replay
+    from .harness import (
+        FuzzReport,
+        NondeterministicFailure,
+        NotCheckableWarning,
+        OracleFailure,
+        UnsafeToolWarning,
+        fuzz,
+        replay,
+    )
     from .oracles import ORACLES
 
 # public name -> the module that defines it
@@ -74,6 +82,8 @@ _LAZY: dict[str, str] = {
     "FuzzReport": "pytest_agentckpt.harness",
     "OracleFailure": "pytest_agentckpt.harness",
     "UnsafeToolWarning": "pytest_agentckpt.harness",
+    "NondeterministicFailure": "pytest_agentckpt.harness",
+    "NotCheckableWarning": "pytest_agentckpt.harness",
     "Crash": "pytest_agentckpt.faults",
     "CrashAt": "pytest_agentckpt.faults",
     "ApiFault": "pytest_agentckpt.faults",
@@ -103,6 +113,8 @@ __all__ = [
     "FaultyStore",
     "FuzzReport",
     "InvalidHistoryError",
+    "NondeterministicFailure",
+    "NotCheckableWarning",
     "OracleFailure",
     "Plan",
     "PlanModel",

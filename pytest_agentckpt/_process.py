@@ -104,8 +104,8 @@ def _child_main(spec: dict[str, Any]) -> None:
     from reference_agent.world import World
     from stores import open_store
 
-    from .fake_api import instant_retries
     from ._scenario import _import_object, _load_tools
+    from .fake_api import instant_retries
 
     timeline = _EventFile(spec["events"], spec["attempt"])
     injector = _ChildInjector(FaultPlan.from_dict(spec["faults"]), timeline)

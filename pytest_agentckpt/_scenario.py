@@ -23,8 +23,10 @@ from .faults import (
     FaultInjector,
     FaultPlan,
     FaultyStore,
+    HistoryLocator,
     InstrumentedToolbox,
     PlanInfeasible,
+    is_generation,
 )
 from .oracles import (
     Baseline,
@@ -46,8 +48,27 @@ Mode = Literal["memory", "process"]
 ClientPath = Literal["sdk", "direct"]
 StoreSource = "CheckpointStore | str | Callable[[], CheckpointStore] | None"
 
-#: Model requests one scenario may make before the harness calls the agent runaway.
+#: Model requests one scenario may make before the harness calls the agent runaway, at most;
+#: the budget of a scenario is relative to its plan's crash-free run (:func:`request_budget`).
 MAX_REQUESTS_PER_SCENARIO = 400
+
+
+def request_budget(plan: Plan, faults: FaultPlan, crash_free_requests: int | None) -> int:
+    """Model requests (generations) a scenario may make before it is stopped as a runaway.
+
+    The crash-free run of a plan needs one request per step and one for the answer; a run
+    with faults may need the crash-free run's requests again after each fault, and the
+    SDK's retries of each API fault.
+
+    >>> from reference_agent.scripted import Plan
+    >>> request_budget(Plan((), "done"), FaultPlan(), None)
+    12
+    """
+    if crash_free_requests is None:
+        budget = 4 * (len(plan.steps) + 1) + 8
+    else:
+        budget = 2 * max(crash_free_requests, 1) * (faults.size + 1) + 3 * len(faults.api_faults) + 8
+    return min(budget, MAX_REQUESTS_PER_SCENARIO)
 
 # -- the agent under test -----------------------------------------------------------------------
 def _is_async(run: Callable[..., Any]) -> bool:
@@ -102,7 +123,9 @@ def _tool_flags(tools: Any) -> dict[str, ToolFlags]:
     flags = {}
     for definition in tools.definitions():
         spec = tools.spec(definition["name"])
-        flags[definition["name"]] = ToolFlags(bool(spec.irreversible), bool(spec.idempotent))
+        flags[definition["name"]] = ToolFlags(
+            bool(spec.irreversible), bool(spec.idempotent), bool(getattr(spec, "repeat_safe", False))
+        )
     return flags
 
 
@@ -203,9 +226,25 @@ class _DirectMessages:
         raise error(message, response=httpx2.Response(status, content=raw, request=request), body=payload)
 
 
+    def count_tokens(self, **params: Any) -> Any:
+        """The fake's token count (not a model call: no fault point, no budget)."""
+        import anthropic
+        from pydantic_core import to_json
+
+        from reference_agent.offline import FAKE_API_KEY
+
+        status, _headers, raw, _drop = self._router.api.handle(
+            "POST", "/v1/messages/count_tokens", {"x-api-key": FAKE_API_KEY}, to_json(params, exclude_none=True)
+        )
+        if status != 200:
+            raise RuntimeError(f"count_tokens answered {status}: {raw.decode(errors='replace')}")
+        return anthropic.types.MessageTokensCount.model_validate_json(raw)
+
+
 class _DirectClient:
-    """A stand-in for ``anthropic.Anthropic`` offering only ``messages.create``: the fast
-    path of ``fuzz(client="direct")`` for agents that use nothing else of the SDK."""
+    """A stand-in for ``anthropic.Anthropic`` offering only ``messages.create`` and
+    ``messages.count_tokens``: the fast path of ``fuzz(client="direct")`` for agents that use
+    nothing else of the SDK."""
 
     def __init__(self, router: _Router) -> None:
         self.messages = _DirectMessages(router)
@@ -252,6 +291,17 @@ class _Outcome:
     infeasible: str | None = None
     hits: Counter[str] = field(default_factory=Counter)
     crashes: int = 0
+    #: Why the scenario was stopped as a runaway, if it was.
+    runaway: str | None = None
+
+    def main(self) -> Timeline:
+        """The timeline up to the completion (without the re-run of the completed task)."""
+        if self.rerun_from is None:
+            return self.timeline
+        main = Timeline()
+        main.attempt = self.timeline.attempt
+        main.events = self.timeline.events[: self.rerun_from]
+        return main
 
 
 class _Executor:
@@ -268,10 +318,12 @@ class _Executor:
         goal: str,
         client: ClientPath = "sdk",
         ignore_oracles: frozenset[str] = frozenset(),
+        history: HistoryLocator | None = None,
     ) -> None:
         from reference_agent.world import World
 
         self.ignore_oracles = ignore_oracles
+        self.history = history
         self.client_path = client
         self.run = run
         self.is_async = _is_async(run)
@@ -301,11 +353,18 @@ class _Executor:
         injector = FaultInjector(faults, timeline)
         injector.strict_tools = faults.size == 0
         api = FakeMessagesAPI(PlanModel(plan), validate=True)
-        requests = itertools.count(1)
+        cached = self._baselines.get(canonical(plan.to_dict()))
+        limit_requests = request_budget(plan, faults, None if cached is None else cached[0].requests)
+        requests = [0, limit_requests]
 
         def guard(event: str, index: int, body: Any) -> None:
-            if event == "request" and next(requests) > MAX_REQUESTS_PER_SCENARIO:
-                raise _Runaway(f"more than {MAX_REQUESTS_PER_SCENARIO} model requests")
+            if event == "request" and is_generation(body):
+                requests[0] += 1
+                if requests[0] > requests[1]:
+                    raise _Runaway(
+                        f"{requests[0]} model requests, more than the {requests[1]} this scenario may "
+                        "make (a multiple of its crash-free run's)"
+                    )
 
         api.add_hook(guard)
         api.add_hook(injector.model_hook)
@@ -313,7 +372,7 @@ class _Executor:
         self.router.use(api)
         self.world.clear()
         task_id = f"fuzz-{self._prefix}-{next(self._ids)}"
-        store = FaultyStore(self.store, injector)
+        store = FaultyStore(self.store, injector, history=self.history)
         tools = InstrumentedToolbox(self.tools, self.world, injector)
         outcome = _Outcome(timeline, completed=False, answer=None, error=None)
         limit = self.max_resumes if self.max_resumes is not None else faults.size + 3
@@ -332,7 +391,7 @@ class _Executor:
                     continue
                 except _Runaway as exc:
                     timeline.add("attempt_end", outcome="runaway", detail=str(exc))
-                    outcome.error = str(exc)
+                    outcome.error = outcome.runaway = str(exc)
                     break
                 except PlanInfeasible as exc:
                     timeline.add("attempt_end", outcome="infeasible", detail=str(exc))
@@ -359,6 +418,8 @@ class _Executor:
                 injector.plan = FaultPlan()
                 injector.disarm()
                 outcome.rerun_from = len(timeline)
+                # Its own budget: an agent that forgot the completion may do it all again.
+                requests[:] = [0, requests[0] + 8]
                 timeline.start_attempt("the completed task, run again")
                 try:
                     outcome.rerun_answer = self._call(task_id, store, tools)
@@ -404,11 +465,15 @@ class _Executor:
         cached = self._baselines.get(key)
         if cached is None:
             outcome = self.execute(plan, FaultPlan())
+            # The crash-free run up to its completion: the re-run of the completed task is
+            # judged by completed_idempotent alone.
+            main = outcome.main()
             baseline = Baseline(
                 answer=outcome.answer,
-                effects=effect_counts(outcome.timeline),
-                model_turns=model_turns(outcome.timeline),
+                effects=effect_counts(main),
+                model_turns=model_turns(main),
                 timeline=outcome.timeline,
+                requests=len(main.of("model_request")),
             )
             cached = (baseline, outcome)
             if len(self._baselines) > 512:

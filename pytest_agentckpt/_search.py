@@ -12,13 +12,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ._judge import OracleFailure, _evaluate
+from ._judge import OracleFailure, _evaluate, _order, _unreproducible, _Verdict
 from ._scenario import _Executor, _Outcome
 from ._shrink import _minimize
 from .faults import (
     FaultPlan,
 )
 from .oracles import (
+    Advice,
     UnsafeTool,
     Violation,
     canonical,
@@ -93,17 +94,29 @@ def _env_profile() -> None:
 _env_profile()
 
 
+class NotCheckableWarning(UserWarning):
+    """An oracle could not judge the agent (it did not pass): the report says why."""
+
+
 class UnsafeToolWarning(UserWarning):
     """A tool's effect was repeated because it gives no agent a way to know its outcome."""
 
 
 @dataclass
 class FuzzReport:
-    """What a passing ``fuzz`` call did."""
+    """What a passing ``fuzz`` call did.
+
+    ``unsafe_tools``: tools whose effect was repeated because no agent could know its
+    outcome. ``not_checkable``: oracles that could not judge this agent, with why (say,
+    the checkpoints hold no message history where the harness looks). ``advice``: what
+    the agent could do better that is not a violation.
+    """
 
     examples: int
     stats: FuzzStats
     unsafe_tools: list[UnsafeTool]
+    not_checkable: dict[str, str] = field(default_factory=dict)
+    advice: list[Advice] = field(default_factory=list)
 
 
 # -- statistics -----------------------------------------------------------------------------
@@ -217,7 +230,7 @@ def _fuzz_with(
     from hypothesis import HealthCheck, Phase, given, reject, settings
     from hypothesis import seed as hypothesis_seed
     from hypothesis import strategies as st
-    from hypothesis.errors import Unsatisfiable
+    from hypothesis.errors import Flaky, Unsatisfiable
 
     from .fake_api import instant_retries
     from .strategies import fault_plans
@@ -228,6 +241,12 @@ def _fuzz_with(
     first_failure: list[int] = []
     infeasible: list[str] = []
     unsafe_found: dict[tuple[str, str], UnsafeTool] = {}
+    not_checkable: dict[str, str] = {}
+    advice: dict[str, Advice] = {}
+    # The smallest failing verdict seen for each oracle, and verdicts that did not reproduce.
+    smallest: dict[str, _Verdict] = {}
+    unstable: list[tuple[_Verdict, _Verdict]] = []
+    last_failed: list[_Verdict] = []
     test_id = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" ", 1)[0]
     effective_seed = seed
     if effective_seed is None and _session.seed is not None:
@@ -240,6 +259,12 @@ def _fuzz_with(
     if test_id and _session.seed is not None and seed is None:
         reproduce = f"pytest '{test_id}' --agentckpt-seed={_session.seed}  (or {reproduce})"
 
+    def remember(verdict: _Verdict) -> None:
+        for oracle in verdict.oracles:
+            best = smallest.get(oracle)
+            if best is None or _size(verdict) < _size(best):
+                smallest[oracle] = verdict
+
     def check(scenario: tuple[Plan, FaultPlan]) -> None:
         plan, faults = scenario
         verdict = _evaluate(executor, plan, faults, budget)
@@ -250,7 +275,21 @@ def _fuzz_with(
         for tool in verdict.unsafe:
             local.unsafe_tools.add(tool.tool)
             unsafe_found.setdefault((tool.tool, canonical(tool.input)), tool)
+        for oracle, reason in verdict.not_checkable.items():
+            not_checkable.setdefault(oracle, reason)
+        for item in verdict.advice:
+            advice.setdefault(item.topic, item)
         if verdict.violations:
+            # Agents with threads or tasks are nondeterministic: the first failure counts
+            # only if the same scenario, run again, gives it again. (While Hypothesis
+            # shrinks, it replays failures itself; a Flaky from it is converted below.)
+            if not first_failure:
+                again = _evaluate(executor, plan, faults, budget)
+                if again.oracles != verdict.oracles:
+                    unstable.append((verdict, again))
+                    return
+            remember(verdict)
+            last_failed[:] = [verdict]
             first_failure[:] = first_failure or [local.scenarios]
             raise verdict.failure(reproduce, found_after=first_failure[0])
 
@@ -285,23 +324,86 @@ def _fuzz_with(
                     "pass plans= that work"
                 ) from None
             except OracleFailure as failure:
-                smaller = _minimize(executor, budget, failure, max_runs=300 if shrink else 16)
-                if smaller is None:
+                raise _every_oracle(
+                    executor, budget, failure, smallest, reproduce, runs=150 if shrink else 16
+                ) from None
+            except Flaky:
+                # The last failing scenario did not fail again when Hypothesis replayed it.
+                if not last_failed:
                     raise
-                better = smaller.failure(reproduce, found_after=failure.found_after, minimized=True)
-                for note in getattr(failure, "__notes__", ()):
-                    better.add_note(note)
-                raise better from None
+                failed = last_failed[0]
+                again = _evaluate(executor, failed.plan, failed.faults, budget)
+                raise _unreproducible(failed, again, reproduce, found_after=first_failure[0]) from None
     finally:
         with _stats_lock:
             _stats.merge(local)
+    if unstable:
+        failed, again = unstable[0]
+        raise _unreproducible(failed, again, reproduce, found_after=None)
     found = list(unsafe_found.values())
     if found and unsafe_tools == "error":
         raise AssertionError("agentckpt: unsafe tools\n" + "\n".join(t.describe() for t in found))
     if found and unsafe_tools == "warn":
         for tool in found[:3]:
-            warnings.warn(tool.describe(), UnsafeToolWarning, stacklevel=2)
-    return FuzzReport(examples=local.scenarios, stats=local, unsafe_tools=found)
+            warnings.warn(tool.describe(), UnsafeToolWarning, stacklevel=3)
+    for oracle, reason in not_checkable.items():
+        warnings.warn(f"agentckpt: {oracle} was not checkable: {reason}", NotCheckableWarning, stacklevel=3)
+    return FuzzReport(
+        examples=local.scenarios,
+        stats=local,
+        unsafe_tools=found,
+        not_checkable=not_checkable,
+        advice=list(advice.values()),
+    )
+
+
+def _size(verdict: _Verdict) -> tuple[int, int, int]:
+    plan = verdict.plan
+    return (verdict.faults.size, len(plan.steps), sum(len(step.calls) for step in plan.steps))
+
+
+def _every_oracle(
+    executor: _Executor,
+    budget: int | None,
+    failure: OracleFailure,
+    smallest: Mapping[str, _Verdict],
+    reproduce: str,
+    *,
+    runs: int,
+) -> OracleFailure:
+    """The failure with every distinct oracle that failed, each with its smallest example.
+
+    Hypothesis shrinks towards whatever fails most simply; an oracle that only a larger
+    scenario breaks would be hidden behind it, so each gets its own bounded shrink.
+    """
+    lead = sorted(smallest, key=_order)[0] if smallest else failure.oracle
+    start = smallest.get(lead)
+    best = _minimize(executor, budget, start if start is not None else failure, max_runs=runs, oracle=lead)
+    if best is None:
+        best = start
+    if best is None:
+        return failure
+    others: list[_Verdict] = []
+    for oracle in sorted(smallest, key=_order):
+        if oracle == lead:
+            continue
+        if oracle in best.oracles and best.faults.size == 0:
+            continue  # the lead example already shows it, with no fault at all
+        smaller = _minimize(executor, budget, smallest[oracle], max_runs=max(runs // 4, 8), oracle=oracle)
+        others.append(smaller if smaller is not None else _led_by(smallest[oracle], oracle))
+    better = best.failure(reproduce, found_after=failure.found_after, minimized=True, others=others)
+    for note in getattr(failure, "__notes__", ()):
+        better.add_note(note)
+    return better
+
+
+def _led_by(verdict: _Verdict, oracle: str) -> _Verdict:
+    first = [v for v in verdict.violations if v.oracle == oracle]
+    rest = [v for v in verdict.violations if v.oracle != oracle]
+    return _Verdict(
+        verdict.plan, verdict.faults, verdict.outcome, first + rest, verdict.unsafe, verdict.crash_free,
+        verdict.not_checkable, verdict.advice,
+    )
 
 
 def _count(local: FuzzStats, outcome: _Outcome, violations: Sequence[Violation]) -> None:

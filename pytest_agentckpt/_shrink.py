@@ -55,16 +55,25 @@ def _fewer_faults(faults: FaultPlan) -> Iterator[FaultPlan]:
 
 
 def _minimize(
-    executor: _Executor, budget: int | None, failure: OracleFailure, *, max_runs: int = 300
+    executor: _Executor,
+    budget: int | None,
+    failure: OracleFailure | _Verdict,
+    *,
+    max_runs: int = 300,
+    oracle: str | None = None,
 ) -> _Verdict | None:
     """Shrink a failure further than Hypothesis can: a smaller plan moves the occurrence
     at which the same crash must happen, so re-aim the crashes for each smaller plan.
 
-    Keeps the failure's first oracle; bounded by ``max_runs`` scenario runs.
+    Keeps ``oracle`` failing (default: the failure's first); bounded by ``max_runs``
+    scenario runs. The verdict returned leads with ``oracle``.
     """
-    if failure.plan is None or failure.fault_plan is None:
-        return None
-    plan, faults, target = failure.plan, failure.fault_plan, failure.oracle
+    if isinstance(failure, OracleFailure):
+        if failure.plan is None or failure.fault_plan is None:
+            return None
+        plan, faults, target = failure.plan, failure.fault_plan, oracle or failure.oracle
+    else:
+        plan, faults, target = failure.plan, failure.faults, oracle or failure.oracles[0]
     best: _Verdict | None = None
     runs = 0
     improved = True
@@ -78,7 +87,7 @@ def _minimize(
                     break
                 runs += 1
                 verdict = _evaluate(executor, candidate_plan, candidate_faults, budget)
-                if verdict.violations and verdict.violations[0].oracle == target:
+                if target in verdict.oracles:
                     plan, faults, best, improved = candidate_plan, verdict.faults, verdict, True
                     break
             if improved:

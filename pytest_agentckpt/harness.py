@@ -20,7 +20,7 @@ import datetime as _dt
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from ._judge import OracleFailure, _evaluate, _ignored_oracles
+from ._judge import Example, NondeterministicFailure, OracleFailure, _evaluate, _ignored_oracles
 from ._scenario import (
     ClientPath,
     Mode,
@@ -35,6 +35,7 @@ from ._search import (
     PROFILES,
     FuzzReport,
     FuzzStats,
+    NotCheckableWarning,
     Profile,
     UnsafeToolWarning,
     _fuzz_with,
@@ -44,6 +45,7 @@ from ._search import (
 )
 from .faults import (
     FaultPlan,
+    HistoryLocator,
     parse_fault_kinds,
 )
 
@@ -55,8 +57,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PROFILES",
+    "Example",
     "FuzzReport",
     "FuzzStats",
+    "NondeterministicFailure",
+    "NotCheckableWarning",
     "OracleFailure",
     "Profile",
     "UnsafeToolWarning",
@@ -89,6 +94,7 @@ def fuzz(
     client: ClientPath = "sdk",
     database: ExampleDatabase | None = None,
     ignore_oracles: Sequence[str] = (),
+    history: HistoryLocator | None = None,
 ) -> FuzzReport:
     """Fuzz ``run`` with crashes and resumes; raise :class:`OracleFailure` on a violation.
 
@@ -108,6 +114,10 @@ def fuzz(
     ``ignore_oracles``: oracles not to judge (names from
     :data:`~pytest_agentckpt.oracles.ORACLES`), for an agent that breaks one on purpose —
     say, one that deletes its checkpoint on success — so the others can still be tested.
+    ``history``: where the agent's checkpoints keep the message history, for an agent with
+    its own state format: ``history=lambda cp: cp.artifacts["session"]["messages"]``
+    (default ``checkpoint.messages``); an oracle that cannot find it is reported not
+    checkable, never passed.
 
     >>> from pytest_agentckpt import fuzz
     >>> from reference_agent import run, demo_toolbox
@@ -139,6 +149,10 @@ def fuzz(
     ignored = _ignored_oracles(ignore_oracles)
     if mode == "process" and ignored:
         raise ValueError("ignore_oracles is not supported with mode='process'")
+    if history is not None and not callable(history):
+        raise TypeError(f"history must be a function checkpoint -> messages, not {type(history).__name__}")
+    if mode == "process" and history is not None:
+        raise ValueError("history is not supported with mode='process'")
     if mode == "process":
         from ._process import fuzz_process
 
@@ -169,7 +183,7 @@ def fuzz(
         raise ValueError("client='direct' is for sync agents; an async agent gets the SDK's async client")
     executor = _Executor(
         agent, tools, store=store, budget=budget, max_resumes=max_resumes, goal=goal, client=client,
-        ignore_oracles=ignored,
+        ignore_oracles=ignored, history=history,
     )
     try:
         return _fuzz_with(
@@ -191,6 +205,7 @@ def replay(
     budget: int | None = None,
     goal: str = "Carry out the task.",
     ignore_oracles: Sequence[str] = (),
+    history: HistoryLocator | None = None,
 ) -> None:
     """Run one scenario (a plan and a fault plan) and check the oracles, as ``fuzz`` does.
 
@@ -203,7 +218,7 @@ def replay(
     _check_tools(tools)
     executor = _Executor(
         agent, tools, store=store, budget=budget, max_resumes=None, goal=goal,
-        ignore_oracles=_ignored_oracles(ignore_oracles),
+        ignore_oracles=_ignored_oracles(ignore_oracles), history=history,
     )
     try:
         from .fake_api import instant_retries
