@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         ToolCall,
         message_json,
     )
+    from reference_agent.toolbox import TOOL_KINDS, Toolbox, ToolResult, ToolSpec, tool
     from reference_agent.validation import InvalidHistoryError, validate_messages
     from reference_agent.world import Effect, World
 
@@ -37,7 +38,15 @@ if TYPE_CHECKING:
         FaultyStore,
         StoreFault,
     )
-    from .harness import FuzzReport, OracleFailure, UnsafeToolWarning, fuzz, replay
+    from .harness import (
+        FuzzReport,
+        NondeterministicFailure,
+        NotCheckableWarning,
+        OracleFailure,
+        UnsafeToolWarning,
+        fuzz,
+        replay,
+    )
     from .oracles import ORACLES
 
 # public name -> the module that defines it
@@ -61,12 +70,20 @@ _LAZY: dict[str, str] = {
     "Step": "reference_agent.scripted",
     "ToolCall": "reference_agent.scripted",
     "message_json": "reference_agent.scripted",
+    # tools
+    "tool": "reference_agent.toolbox",
+    "Toolbox": "reference_agent.toolbox",
+    "ToolSpec": "reference_agent.toolbox",
+    "ToolResult": "reference_agent.toolbox",
+    "TOOL_KINDS": "reference_agent.toolbox",
     # chaos harness
     "fuzz": "pytest_agentckpt.harness",
     "replay": "pytest_agentckpt.harness",
     "FuzzReport": "pytest_agentckpt.harness",
     "OracleFailure": "pytest_agentckpt.harness",
     "UnsafeToolWarning": "pytest_agentckpt.harness",
+    "NondeterministicFailure": "pytest_agentckpt.harness",
+    "NotCheckableWarning": "pytest_agentckpt.harness",
     "Crash": "pytest_agentckpt.faults",
     "CrashAt": "pytest_agentckpt.faults",
     "ApiFault": "pytest_agentckpt.faults",
@@ -84,6 +101,7 @@ __all__ = [
     "FAULT_KINDS",
     "FAULT_POINTS",
     "ORACLES",
+    "TOOL_KINDS",
     "ApiFault",
     "CannedModel",
     "Crash",
@@ -95,6 +113,8 @@ __all__ = [
     "FaultyStore",
     "FuzzReport",
     "InvalidHistoryError",
+    "NondeterministicFailure",
+    "NotCheckableWarning",
     "OracleFailure",
     "Plan",
     "PlanModel",
@@ -102,6 +122,9 @@ __all__ = [
     "Step",
     "StoreFault",
     "ToolCall",
+    "ToolResult",
+    "ToolSpec",
+    "Toolbox",
     "UnsafeToolWarning",
     "World",
     "fuzz",
@@ -112,6 +135,7 @@ __all__ = [
     "replay",
     "respx_mock",
     "respx_transport",
+    "tool",
     "validate_messages",
 ]
 

@@ -51,6 +51,8 @@ __all__ = [
     "from_schema",
     "message_histories",
     "plans",
+    "tool_calls",
+    "tool_inputs",
     "tool_schemas",
     "toolboxes",
     "truncations",
@@ -172,12 +174,13 @@ def tool_schemas(*, max_properties: int = 3) -> st.SearchStrategy[dict[str, Any]
 
 
 def toolboxes(*, min_tools: int = 1, max_tools: int = 4) -> st.SearchStrategy[Toolbox]:
-    """Toolboxes of synthetic tools with random schemas and resume flags.
+    """Toolboxes of synthetic tools with random schemas and kinds (read-only, repeat-safe,
+    keyed, unkeyed).
 
     Each tool answers ``"<name> ok <input>"``: deterministic, so crash-free and crashed
     runs of a plan can be compared.
     """
-    from reference_agent.toolbox import Toolbox, ToolSpec
+    from reference_agent.toolbox import TOOL_KINDS, Toolbox, ToolSpec
 
     @st.composite
     def build(draw: st.DrawFn) -> Toolbox:
@@ -185,8 +188,7 @@ def toolboxes(*, min_tools: int = 1, max_tools: int = 4) -> st.SearchStrategy[To
         specs = []
         for index in range(count):
             schema = draw(tool_schemas())
-            irreversible = draw(st.booleans())
-            idempotent = irreversible and draw(st.booleans())
+            irreversible, idempotent, repeat_safe = TOOL_KINDS[draw(st.sampled_from(sorted(TOOL_KINDS)))]
             name = f"tool{index}"
 
             def function(_name: str = name, **kwargs: Any) -> str:
@@ -194,7 +196,7 @@ def toolboxes(*, min_tools: int = 1, max_tools: int = 4) -> st.SearchStrategy[To
                 return f"{_name} ok {sorted(kwargs.items())}"
 
             specs.append(
-                ToolSpec(name, f"synthetic tool {index}", schema, function, irreversible, idempotent)
+                ToolSpec(name, f"synthetic tool {index}", schema, function, irreversible, idempotent, repeat_safe)
             )
         return Toolbox(specs)
 
@@ -209,8 +211,49 @@ def _tool_names(tools: Any) -> list[str]:
     return [d["name"] for d in tools.definitions()]
 
 
+def tool_inputs(tools: Any, name: str) -> st.SearchStrategy[dict[str, Any]]:
+    """Inputs for tool ``name``: its declared ``inputs`` (a list of examples, sampled, or a
+    strategy) when it has them, else values drawn from its ``input_schema``.
+
+    Real schemas are loose (a free-form ``path``), so a team gives the inputs that mean
+    something for its tools, and plans use those.
+
+    >>> from reference_agent.toolbox import Toolbox
+    >>> def read(path: str) -> str:
+    ...     return path
+    >>> box = Toolbox.from_functions(read, inputs={"read": [{"path": "notes.txt"}]})
+    >>> from hypothesis import find
+    >>> find(tool_inputs(box, "read"), lambda v: True)
+    {'path': 'notes.txt'}
+    """
+    declared = None
+    spec_of = getattr(tools, "spec", None)
+    if callable(spec_of):
+        declared = getattr(spec_of(name), "inputs", None)
+    if declared is None:
+        schema = next(
+            (d.get("input_schema") for d in tools.definitions() if d.get("name") == name), None
+        ) or {"type": "object"}
+        return from_schema(schema)
+    if isinstance(declared, st.SearchStrategy):
+        return declared.map(_as_input(name))
+    examples = list(declared)
+    if not examples:
+        raise ValueError(f"tool {name!r}: inputs is empty; give at least one example input")
+    return st.sampled_from(examples).map(dict)
+
+
+def _as_input(name: str) -> Callable[[Any], dict[str, Any]]:
+    def check(value: Any) -> dict[str, Any]:
+        if not isinstance(value, Mapping):
+            raise TypeError(f"tool {name!r}: its inputs strategy drew {value!r}, not a dict of arguments")
+        return dict(value)
+
+    return check
+
+
 def tool_calls(tools: Any) -> st.SearchStrategy[ToolCall]:
-    """One call of one of ``tools``, its input drawn from the tool's ``input_schema``."""
+    """One call of one of ``tools``, its input from :func:`tool_inputs`."""
     from reference_agent.scripted import ToolCall
 
     def call_of(name: str) -> Callable[[Any], ToolCall]:
@@ -218,8 +261,7 @@ def tool_calls(tools: Any) -> st.SearchStrategy[ToolCall]:
 
     options: list[st.SearchStrategy[ToolCall]] = []
     for definition in tools.definitions():
-        schema = definition.get("input_schema") or {"type": "object"}
-        options.append(from_schema(schema).map(call_of(definition["name"])))
+        options.append(tool_inputs(tools, definition["name"]).map(call_of(definition["name"])))
     if not options:
         raise ValueError("tools: the toolbox has no tools to plan over")
     return st.one_of(options)

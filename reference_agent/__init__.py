@@ -27,7 +27,16 @@ from .errors import (
 )
 from .repair import RepairReport, repair_history, repair_history_report, unknown_outcome_result
 from .scripted import CannedModel, Plan, PlanModel, Step, ToolCall
-from .toolbox import Toolbox, ToolResult, ToolSpec, UnknownToolError, tool
+from .toolbox import (
+    TOOL_KINDS,
+    Toolbox,
+    ToolDefinitionError,
+    ToolKind,
+    ToolResult,
+    ToolSpec,
+    UnknownToolError,
+    tool,
+)
 from .validation import InvalidHistoryError, validate_messages
 from .world import Effect, World
 
@@ -38,6 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MODEL",
+    "TOOL_KINDS",
     "AgentEvent",
     "AgentStoppedError",
     "CannedModel",
@@ -55,6 +65,8 @@ __all__ = [
     "TaskFailedError",
     "TaskOwnedElsewhereError",
     "ToolCall",
+    "ToolDefinitionError",
+    "ToolKind",
     "ToolResult",
     "ToolSpec",
     "Toolbox",

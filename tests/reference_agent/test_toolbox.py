@@ -39,12 +39,14 @@ BOX = Toolbox([send_email, lookup, explode, crash])
 
 
 def test_definitions_are_what_messages_create_takes() -> None:
+    # As the SDK's beta_tool builds them (without pydantic's titles, without the key).
     definition = BOX.definitions()[0]
     assert definition == {
         "name": "send_email",
         "description": "Send an e-mail.",
         "input_schema": {
             "type": "object",
+            "additionalProperties": False,
             "properties": {"to": {"type": "string"}, "body": {"type": "string"}},
             "required": ["to", "body"],
         },
