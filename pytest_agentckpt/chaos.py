@@ -255,6 +255,7 @@ class ChaosTest:
         max_points: int = DEFAULT_MAX_POINTS,
         max_resumes: int = DEFAULT_MAX_RESUMES,
         seed: int = 0,
+        reproduce: str = "",
     ) -> None:
         if max_resumes < 0:
             raise ValueError(f"max_resumes must be >= 0, not {max_resumes}")
@@ -267,6 +268,7 @@ class ChaosTest:
         self.max_points = max_points
         self.max_resumes = max_resumes
         self.seed = seed
+        self.reproduce = reproduce
         self.flags: dict[str, ToolFlags] = {}
         self.stats = ChaosStats()
         self.doors: set[str] = set()
@@ -499,11 +501,8 @@ class ChaosTest:
         title = "the crash-free run" if crash_free else first.plan.describe()
         lines.append(f"timeline of {title}:")
         lines.append(first.timeline.format(marks=marks))
-        if not crash_free:
-            lines.append(
-                f"rerun just these points: the same test with --agentckpt-chaos (seed {self.seed}; "
-                "crash points are numbered by occurrence, across resumes)"
-            )
+        if self.reproduce:
+            lines.append(f"reproduce: {self.reproduce}")
         return "\n".join(lines)
 
 

@@ -145,6 +145,7 @@ def test_known_buggy_agents_fail_once_each_at_the_points_their_bug_breaks(pytest
     assert f"timeline of {first}:" in report
     timeline = report.split(f"timeline of {first}:", 1)[1]
     assert "[a1]" in timeline and "[a2]" in timeline and "CRASH at" in timeline and "INVALID" in timeline
+    assert "reproduce: pytest 'test_team_agents.py::test_agent_files_the_report[no_repair]' --agentckpt-chaos --agentckpt-seed=" in report
 
     counts = _summary(output)
     assert counts["tests"] == 5 and counts["tests_failed"] == 4
