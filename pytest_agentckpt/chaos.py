@@ -218,12 +218,12 @@ class ChaosFailure(AssertionError):
         self.failures = list(failures)
 
 
-_TEST_FAILURES: tuple[type[BaseException], ...] = (AssertionError,)
-
-
 def _test_failed(exc: BaseException) -> bool:
-    """Whether ``exc`` is the test's own verdict (an assertion, ``pytest.fail``), not the agent raising."""
-    return isinstance(exc, _TEST_FAILURES) or type(exc).__name__ in ("Failed", "Skipped")
+    """Whether ``exc`` is the test's own verdict (an assertion, ``pytest.fail``, a skip),
+    not the agent raising."""
+    import pytest
+
+    return isinstance(exc, AssertionError | pytest.fail.Exception | pytest.skip.Exception)
 
 
 def _describe_exception(exc: BaseException) -> str:

@@ -17,7 +17,7 @@ import pytest
 import reference_agent
 from pytest_agentckpt.faults import FaultInjector, FaultyStore, InstrumentedToolbox
 from reference_agent.offline import FakeMessagesAPI
-from reference_agent.scripted import PlanModel
+from reference_agent.scripted import Plan, PlanModel, Step, ToolCall
 from reference_agent.world import World
 from stores import open_store
 from tests.harness.toolkit import toolbox
@@ -103,11 +103,21 @@ def test_a_sound_agents_test_passes_with_every_crash_point_exercised(pytester: p
 
 def test_without_the_option_nothing_changes(pytester: pytest.Pytester) -> None:
     _suite(pytester, "test_team_agents")
+    pytester.makepyfile(
+        conftest=(SUITE / "conftest.py").read_text()
+        + """
+
+def pytest_sessionfinish(session):
+    Path("chaos_hooks.txt").write_text(str(session.config.pluginmanager.has_plugin("agentckpt-chaos")))
+"""
+    )
     result = pytester.runpytest(*ARGS)
     result.assert_outcomes(passed=5)  # every agent, the buggy ones too, passes as it is
     assert "agentckpt chaos" not in result.stdout.str()
     runs = (pytester.path / "body_runs.txt").read_text().split()
     assert sorted(runs) == sorted(["reference", "common_design", "checkpoint_after_result", "no_repair", "delete_on_success"])
+    # Chaos mode's hooks were never registered: the tests cost nothing extra.
+    assert (pytester.path / "chaos_hooks.txt").read_text() == "False"
 
 
 def test_known_buggy_agents_fail_once_each_at_the_points_their_bug_breaks(pytester: pytest.Pytester) -> None:
@@ -213,7 +223,7 @@ def test_marked_without_the_fixtures():
     # A marked test that chaos mode cannot run is a setup error that says why.
     result.assert_outcomes(passed=2, errors=1)
     output = result.stdout.str()
-    assert "must use a client of the fake API (anthropic_client or async_anthropic_client) and a checkpoint store" in output
+    assert "must use a client of the fake API (anthropic_client or async_anthropic_client or anthropic_intercept) and a checkpoint store" in output
     counts = _summary(output)
     assert counts["tests"] == 1 and counts["run"] == 3
     result = pytester.runpytest(*ARGS, "--agentckpt-chaos", "-k", "opted_out")
@@ -252,12 +262,29 @@ def test_it(anthropic_client, checkpoint_store, agentckpt_tools):
 
 def test_the_totals_of_xdist_workers_are_summed(pytester: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
-    _suite(pytester, "test_team_agents")
-    single = pytester.runpytest(*ARGS, "--agentckpt-chaos", "--agentckpt-seed=3", "-k", "reference or delete_on_success")
-    result = pytester.runpytest_subprocess(
-        *ARGS, "--agentckpt-chaos", "--agentckpt-seed=3", "-n", "2", "-k", "reference or delete_on_success"
+    pytester.makeconftest((SUITE / "conftest.py").read_text())
+    pytester.makepyfile(
+        test_two='''
+import functools
+import pytest
+import reference_agent
+from reference_agent.scripted import Plan, Step, ToolCall
+
+PLAN = Plan(steps=(Step((ToolCall("search", {"query": "keys"}),)),), final_answer="ok")
+run = functools.partial(reference_agent.run, retry_backoff=0.0)
+
+
+@pytest.mark.parametrize("task", ["a", "b"])
+@pytest.mark.agentckpt_model(plan=PLAN)
+def test_one_search(task, anthropic_client, checkpoint_store, agentckpt_tools):
+    assert run(task, "g", client=anthropic_client, store=checkpoint_store, tools=agentckpt_tools) == "ok"
+'''
     )
-    result.assert_outcomes(passed=1, failed=1)
+    result = pytester.runpytest_subprocess(*ARGS, "--agentckpt-chaos", "-n", "2")
+    result.assert_outcomes(passed=2)
     output = result.stdout.str()
     assert "agentckpt chaos (total of 2 workers)" in output
-    assert _summary(output) == _summary(single.stdout.str())
+    plan = Plan(steps=(Step((ToolCall("search", {"query": "keys"}),)),), final_answer="ok")
+    points = _fault_points_of(functools.partial(reference_agent.run, retry_backoff=0.0), plan, toolbox())
+    counts = _summary(output)
+    assert (counts["tests"], counts["run"], counts["passed"], counts["failed"]) == (2, 2 * points, 2 * points, 0)
