@@ -288,3 +288,33 @@ def test_one_search(task, anthropic_client, checkpoint_store, agentckpt_tools):
     points = _fault_points_of(functools.partial(reference_agent.run, retry_backoff=0.0), plan, toolbox())
     counts = _summary(output)
     assert (counts["tests"], counts["run"], counts["passed"], counts["failed"]) == (2, 2 * points, 2 * points, 0)
+
+
+def test_fixtures_of_the_backends_and_tmp_path_are_set_up_fresh_for_each_point(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest((SUITE / "conftest.py").read_text())
+    pytester.makepyfile(
+        test_backends='''
+import functools
+import pytest
+import reference_agent
+from reference_agent.scripted import Plan, Step, ToolCall
+
+PLAN = Plan(steps=(Step((ToolCall("write_record", {"key": "a"}),)),), final_answer="ok")
+run = functools.partial(reference_agent.run, retry_backoff=0.0)
+DIRS = set()
+
+
+@pytest.mark.agentckpt_model(plan=PLAN)
+def test_on_sqlite(anthropic_client, any_checkpoint_store, agentckpt_tools, tmp_path):
+    DIRS.add(tmp_path)
+    assert run("t", "g", client=anthropic_client, store=any_checkpoint_store, tools=agentckpt_tools) == "ok"
+
+
+def test_each_point_had_its_own_tmp_path():
+    assert len(DIRS) > 10
+'''
+    )
+    result = pytester.runpytest(*ARGS, "--agentckpt-chaos", "--agentckpt-backends=sqlite")
+    result.assert_outcomes(passed=2)
+    counts = _summary(result.stdout.str())
+    assert counts["tests"] == 1 and counts["run"] == counts["passed"] > 10
