@@ -190,8 +190,12 @@ class _OrderedInjector(FaultInjector):
         self.order: list[FaultPoint] = []
 
     def hit(self, point: FaultPoint) -> None:
-        self.order.append(point)
-        super().hit(point)
+        before = self.hits[point]
+        try:
+            super().hit(point)
+        finally:
+            if self.hits[point] > before:  # counted (a dead attempt counts nothing)
+                self.order.append(point)
 
 
 @dataclass
