@@ -318,3 +318,29 @@ def test_each_point_had_its_own_tmp_path():
     result.assert_outcomes(passed=2)
     counts = _summary(result.stdout.str())
     assert counts["tests"] == 1 and counts["run"] == counts["passed"] > 10
+
+
+def test_bad_marker_arguments_are_setup_errors_that_say_what_is_expected(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest((SUITE / "conftest.py").read_text())
+    pytester.makepyfile(
+        test_bad='''
+import pytest
+
+@pytest.mark.agentckpt_chaos(max_points=0)
+def test_zero(anthropic_client, checkpoint_store):
+    pass
+
+@pytest.mark.agentckpt_chaos(points=3)
+def test_unknown(anthropic_client, checkpoint_store):
+    pass
+'''
+    )
+    result = pytester.runpytest(*ARGS)
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*@pytest.mark.agentckpt_chaos: max_points must be an integer >= 1, not 0*",
+            "*@pytest.mark.agentckpt_chaos: unknown argument(s) ['points']; expected enabled, max_points, max_resumes*",
+        ],
+        consecutive=False,
+    )
