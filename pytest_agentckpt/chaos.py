@@ -285,6 +285,7 @@ class ChaosTest:
         """Start a run under ``plan``: fixtures set up from now on bind to its injector."""
         from reference_agent.world import World
 
+        self.close()  # the previous run's fixtures are torn down: its World is done with
         self.injector = _OrderedInjector(plan, Timeline())
         self.world = World()
         self._worlds.append(self.world)
@@ -311,7 +312,7 @@ class ChaosTest:
         return InstrumentedToolbox(tools, self.world, self.injector)
 
     def close(self) -> None:
-        """Release the private Worlds."""
+        """Release the private World of the tools' effects."""
         for world in self._worlds:
             world.close()
         self._worlds.clear()
