@@ -37,7 +37,15 @@ if TYPE_CHECKING:
         FaultyStore,
         StoreFault,
     )
-    from .harness import FuzzReport, OracleFailure, UnsafeToolWarning, fuzz, replay
+    from .harness import (
+        FuzzReport,
+        NondeterministicFailure,
+        NotCheckableWarning,
+        OracleFailure,
+        UnsafeToolWarning,
+        fuzz,
+        replay,
+    )
     from .oracles import ORACLES
 
 # public name -> the module that defines it
@@ -67,6 +75,8 @@ _LAZY: dict[str, str] = {
     "FuzzReport": "pytest_agentckpt.harness",
     "OracleFailure": "pytest_agentckpt.harness",
     "UnsafeToolWarning": "pytest_agentckpt.harness",
+    "NondeterministicFailure": "pytest_agentckpt.harness",
+    "NotCheckableWarning": "pytest_agentckpt.harness",
     "Crash": "pytest_agentckpt.faults",
     "CrashAt": "pytest_agentckpt.faults",
     "ApiFault": "pytest_agentckpt.faults",
@@ -95,6 +105,8 @@ __all__ = [
     "FaultyStore",
     "FuzzReport",
     "InvalidHistoryError",
+    "NondeterministicFailure",
+    "NotCheckableWarning",
     "OracleFailure",
     "Plan",
     "PlanModel",

@@ -46,7 +46,8 @@ if TYPE_CHECKING:
 
     from reference_agent.scripted import Plan
 
-    from .harness import FuzzReport, _Outcome
+    from ._scenario import _Outcome
+    from ._search import FuzzReport
     from .oracles import Baseline
 
 __all__ = ["ProcessExecutor", "fuzz_process"]
@@ -103,8 +104,8 @@ def _child_main(spec: dict[str, Any]) -> None:
     from reference_agent.world import World
     from stores import open_store
 
+    from ._scenario import _import_object, _load_tools
     from .fake_api import instant_retries
-    from .harness import _import_object, _load_tools
 
     timeline = _EventFile(spec["events"], spec["attempt"])
     injector = _ChildInjector(FaultPlan.from_dict(spec["faults"]), timeline)
@@ -187,7 +188,7 @@ class ProcessExecutor:
     ) -> None:
         from stores import open_store
 
-        from .harness import _import_object, _load_tools, _tool_flags
+        from ._scenario import _import_object, _load_tools, _tool_flags
 
         if not isinstance(run, str) or not isinstance(tools, str):
             raise TypeError(
@@ -220,7 +221,7 @@ class ProcessExecutor:
         shutil.rmtree(self._dir, ignore_errors=True)
 
     def baseline(self, plan: Plan) -> tuple[Baseline, _Outcome]:
-        from .harness import _Executor
+        from ._scenario import _Executor
 
         return _Executor.baseline(self, plan)  # type: ignore[arg-type]
 
@@ -228,7 +229,7 @@ class ProcessExecutor:
         from reference_agent.offline import FakeMessagesAPI
         from reference_agent.scripted import PlanModel
 
-        from .harness import _Outcome
+        from ._scenario import _Outcome
 
         number = next(self._ids)
         task_id = f"fuzz-{self._prefix}-{number}"
@@ -369,7 +370,8 @@ def fuzz_process(
     Hypothesis's own shrinking would re-run hundreds of multi-process scenarios; here only
     the harness's bounded minimizer shrinks.
     """
-    from .harness import _fuzz_with, _import_object
+    from ._scenario import _import_object
+    from ._search import _fuzz_with
 
     executor = ProcessExecutor(run, tools, store=store, budget=budget, max_resumes=None, goal=goal)
     try:

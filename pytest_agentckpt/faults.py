@@ -26,8 +26,14 @@ point                             where the harness observes it
 ================================  ===========================================================
 
 A crash is :class:`Crash`, a ``BaseException``: ``except Exception`` in an agent cannot
-swallow it. After it the harness drops the agent and calls ``run`` again with the same task
-id. Which occurrence of which point crashes is a :class:`FaultPlan`.
+swallow it. A crash ends the whole attempt, as the death of a process does: after it every
+model request, tool call, effect and store operation of that attempt, from any thread or
+asyncio task, raises the crash again and does nothing. Then the harness drops the agent and
+calls ``run`` again with the same task id. Which occurrence of which point crashes is a
+:class:`FaultPlan`.
+
+Only generations (``messages.create`` and ``messages.stream``) are model calls: a
+``count_tokens`` request meets no fault point, is not numbered and counts toward no budget.
 
 >>> plan = FaultPlan(crashes=(CrashAt("after_tool_effect", 1),))
 >>> plan.describe()
@@ -36,10 +42,13 @@ id. Which occurrence of which point crashes is a :class:`FaultPlan`.
 
 from __future__ import annotations
 
+import contextvars
+import inspect
 import json
+import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
 
@@ -72,13 +81,16 @@ __all__ = [
     "FaultPlan",
     "FaultPoint",
     "FaultyStore",
+    "HistoryLocator",
     "InstrumentedToolbox",
     "PlanInfeasible",
     "StoreFault",
     "StoreFaultKind",
     "StoreOperation",
     "WorldLike",
+    "default_history",
     "instrument_toolbox",
+    "is_generation",
 ]
 
 FaultPoint = Literal[
@@ -262,10 +274,28 @@ class WorldLike(Protocol):
     ) -> str: ...
 
 
+def is_generation(body: Any) -> bool:
+    """Whether a request body the fake API saw asks for a generation.
+
+    ``messages.create`` and ``messages.stream`` send ``max_tokens``; ``count_tokens`` does
+    not (the API refuses it there), so this is how the harness tells them apart from the
+    body alone. Listing models and reading batches never reach the hooks.
+
+    >>> is_generation({"model": "m", "max_tokens": 8, "messages": []})
+    True
+    >>> is_generation({"model": "m", "messages": []})
+    False
+    """
+    return isinstance(body, dict) and "max_tokens" in body
+
+
 class FaultInjector:
     """The live state of one scenario's faults: occurrence counters and the timeline.
 
-    One injector serves every attempt of a scenario, so counts span resumes.
+    One injector serves every attempt of a scenario, so counts span resumes. After the
+    first crash of an attempt the attempt is dead (:attr:`dead`): every later hook of it
+    raises the crash again, from whichever thread or task it comes, until
+    :meth:`attempt_started` opens the next attempt.
     """
 
     def __init__(self, plan: FaultPlan | None = None, timeline: Timeline | None = None) -> None:
@@ -285,6 +315,10 @@ class FaultInjector:
         self.strict_tools = False
         #: Called with the crash before it is raised (process mode kills the process).
         self.on_crash: Callable[[Crash], None] | None = None
+        #: The crash that ended the current attempt, if one did.
+        self.dead: Crash | None = None
+        # Agents run tools in threads: counts and the crash decision must not interleave.
+        self._lock = threading.RLock()
 
     def disarm(self) -> None:
         """Inject nothing more (for the run of a completed task)."""
@@ -295,26 +329,51 @@ class FaultInjector:
     # -- crash points ------------------------------------------------------------------
     def hit(self, point: FaultPoint) -> None:
         """Count one occurrence of ``point``; raise :class:`Crash` if the plan says so."""
-        self.hits[point] += 1
-        occurrence = self.hits[point]
-        if self._armed.pop((point, occurrence), None) is not None:
+        with self._lock:
+            self.check_alive()
+            self.hits[point] += 1
+            occurrence = self.hits[point]
+            if self._armed.pop((point, occurrence), None) is None:
+                return
             self.crashes += 1
             self.timeline.add("crash", point=point, occurrence=occurrence)
             crash = Crash(point, occurrence)
-            if self.on_crash is not None:
-                self.on_crash(crash)  # process mode: SIGKILL here
-            raise crash
+            self.dead = crash
+        if self.on_crash is not None:
+            self.on_crash(crash)  # process mode: SIGKILL here
+        raise crash
+
+    def check_alive(self) -> None:
+        """Raise the attempt's crash again if it already crashed: a dead process does nothing."""
+        dead = self.dead
+        if dead is not None:
+            raise Crash(dead.point, dead.occurrence)
 
     def attempt_started(self) -> None:
-        """A new attempt: its first model request opens an iteration, and tool calls of an
-        unfinished batch no longer count as parallel."""
-        self._calls_since_response = 0
-        self._last_request = None
+        """A new attempt: alive again; its first model request opens an iteration, and tool
+        calls of an unfinished batch no longer count as parallel."""
+        with self._lock:
+            self.dead = None
+            self._calls_since_response = 0
+            self._last_request = None
 
     # -- model transport -----------------------------------------------------------------
     def model_hook(self, event: str, index: int, body: Any) -> None:
-        """The fake Messages API's hook: ``event`` is ``"request"`` or ``"response"``."""
+        """The fake Messages API's hook: ``event`` is ``"request"`` or ``"response"``.
+
+        Only generations are model calls; a ``count_tokens`` request is let through as it
+        is (unless the attempt is already dead).
+        """
+        self.check_alive()
         if event == "request":
+            if not is_generation(body):
+                return
+            self._model_request(body)
+        elif event == "response":
+            self._model_response(body)
+
+    def _model_request(self, body: Any) -> None:
+        with self._lock:
             messages = body.get("messages", []) if isinstance(body, dict) else []
             self._request_index += 1
             thinking = body.get("thinking") if isinstance(body, dict) else None
@@ -333,7 +392,9 @@ class FaultInjector:
                 self._last_request = messages
                 self.hit("iteration_start")
             self.hit("before_model_call")
-        elif event == "response":
+
+    def _model_response(self, body: Any) -> None:
+        with self._lock:
             status, payload = _response_parts(body)
             tool_uses = []
             text = ""
@@ -353,13 +414,15 @@ class FaultInjector:
     # -- toolbox ---------------------------------------------------------------------------
     def tool_called(self, tool: str, input: Mapping[str, Any], key: str | None) -> None:
         """The agent called a tool (before its function runs)."""
-        self.timeline.add("tool_call", tool=tool, input=dict(input), key=key)
-        if self._calls_since_response > 0:
-            self._calls_since_response += 1
-            self.hit("between_parallel_tools")
-        else:
-            self._calls_since_response += 1
-        self.hit("before_tool_effect")
+        with self._lock:
+            self.check_alive()
+            self.timeline.add("tool_call", tool=tool, input=dict(input), key=key)
+            if self._calls_since_response > 0:
+                self._calls_since_response += 1
+                self.hit("between_parallel_tools")
+            else:
+                self._calls_since_response += 1
+            self.hit("before_tool_effect")
 
     def tool_answered(self, tool: str, input: Mapping[str, Any], result: Any) -> None:
         """The tool's result reached the agent; an error result is recorded."""
@@ -376,9 +439,12 @@ class FaultInjector:
     # -- store -------------------------------------------------------------------------------
     def store_operation(self, operation: str) -> None:
         """Count a load or save; inject the outage or delay the plan names for it."""
-        self.store_ops[operation] += 1
+        with self._lock:
+            self.check_alive()
+            self.store_ops[operation] += 1
+            n = self.store_ops[operation]
         for fault in self.plan.store_faults:
-            if not fault.covers(operation, self.store_ops[operation]):
+            if not fault.covers(operation, n):
                 continue
             if fault.kind == "store_outage":
                 from stores import StoreUnavailableError
@@ -398,11 +464,28 @@ def _response_parts(body: Any) -> tuple[int | None, Any]:
     return 200, body
 
 
+#: Where a checkpoint keeps the message history: ``history(checkpoint)`` returns the list
+#: of Messages-API messages, or ``None`` when this checkpoint holds none that it can find.
+HistoryLocator = Callable[["Checkpoint"], "Sequence[Any] | None"]
+
+
+def default_history(checkpoint: Checkpoint) -> Sequence[Any] | None:
+    """The history where the checkpoint schema puts it: ``checkpoint.messages``.
+
+    An agent that keeps its own state format (a session dict in ``artifacts``) leaves it
+    empty; ``None`` then says "not found here", which the oracles report as not checkable.
+    """
+    return checkpoint.messages or None
+
+
 class FaultyStore:
     """A :class:`~stores.CheckpointStore` wrapper that injects store faults and crashes.
 
     Every successful save is recorded in the timeline as a durable write (the oracles use
     them); ``before_checkpoint_write`` and ``after_checkpoint_write`` crash around it.
+    ``history`` says where a checkpoint keeps the message history (default:
+    :func:`default_history`); a save whose history it cannot find is recorded with
+    ``messages=None``.
 
     >>> from stores import open_store
     >>> store = FaultyStore(open_store("memory://"), FaultInjector())
@@ -410,13 +493,17 @@ class FaultyStore:
     True
     """
 
-    def __init__(self, inner: CheckpointStore, injector: FaultInjector) -> None:
+    def __init__(
+        self, inner: CheckpointStore, injector: FaultInjector, *, history: HistoryLocator | None = None
+    ) -> None:
         self.inner = inner
         self.injector = injector
+        self.history = history or default_history
 
     def load(self, task_id: str) -> Checkpoint | None:
         self.injector.store_operation("load")
         checkpoint = self.inner.load(task_id)
+        self.injector.check_alive()  # another thread crashed the attempt meanwhile
         if checkpoint is None:
             self.injector.timeline.add("store_load", found=False)
         else:
@@ -440,6 +527,9 @@ class FaultyStore:
         except ConflictError as exc:
             injector.timeline.add("store_save_failed", error=str(exc), reason="conflict")
             raise
+        except Exception as exc:
+            injector.timeline.add("store_save_failed", error=f"{type(exc).__name__}: {exc}", reason="error")
+            raise
         # A deep copy through JSON (what the store wrote): the agent may go on mutating
         # the message objects it saved, and the oracles need this save's view.
         injector.timeline.add(
@@ -447,12 +537,24 @@ class FaultyStore:
             version=saved.version,
             iteration=saved.iteration,
             status=saved.status,
-            messages=_from_json(_to_json(saved.messages, fallback=str)),
+            messages=self._history(saved),
         )
         injector.hit("after_checkpoint_write")
         return saved
 
+    def _history(self, saved: Checkpoint) -> list[Any] | None:
+        try:
+            found = self.history(saved)
+        except Exception:
+            # A locator that cannot read this checkpoint has not found the history here.
+            return None
+        if found is None:
+            return None
+        copied: list[Any] = _from_json(_to_json(list(found), fallback=str))
+        return copied
+
     def delete(self, task_id: str) -> None:
+        self.injector.check_alive()
         self.inner.delete(task_id)
         self.injector.timeline.add("store_delete", task_id=task_id)
 
@@ -462,9 +564,11 @@ class FaultyStore:
         status: CheckpointStatus | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> list[CheckpointSummary]:
+        self.injector.check_alive()
         return self.inner.list_checkpoints(status=status, metadata=metadata)
 
     def info(self) -> StoreInfo:
+        self.injector.check_alive()
         return self.inner.info()
 
     def close(self) -> None:
@@ -480,12 +584,59 @@ class _ToolError(Exception):
         self.result = result
 
 
+class _NotRecorded(Exception):
+    """Raised inside ``World.perform`` to learn that a key was not honoured yet (rolls back)."""
+
+
+class _Awaitable(Exception):
+    """The effect turned out to be a coroutine: settle it on the async path."""
+
+    def __init__(self, awaitable: Awaitable[Any]) -> None:
+        super().__init__("async effect")
+        self.awaitable = awaitable
+
+
+class _Guarded:
+    """An awaitable that checks, before each step of the one it wraps, that the attempt is
+    alive: after a crash, a sibling task of a dead attempt goes no further, as the tasks
+    of a killed process do not."""
+
+    def __init__(self, awaitable: Awaitable[Any], injector: FaultInjector) -> None:
+        self._awaitable = awaitable
+        self._injector = injector
+
+    def __await__(self) -> Any:
+        steps = self._awaitable.__await__()
+        sent: Any = None
+        thrown: BaseException | None = None
+        while True:
+            try:
+                self._injector.check_alive()
+            except Crash:
+                steps.close()
+                raise
+            try:
+                yielded = steps.throw(thrown) if thrown is not None else steps.send(sent)
+            except StopIteration as stop:
+                return stop.value
+            try:
+                sent, thrown = (yield yielded), None
+            except BaseException as exc:
+                sent, thrown = None, exc
+
+
+# The idempotency key of the call in progress, per thread and per asyncio task.
+_current_key: contextvars.ContextVar[str | None] = contextvars.ContextVar("agentckpt_key", default=None)
+
+
 class InstrumentedToolbox:
     """A toolbox that records every call and irreversible effect and injects crashes.
 
     It offers the toolbox contract (``definitions``, ``spec``, ``call``) and forwards
     anything else to the team's toolbox. Irreversible effects go through the World:
-    ``world.perform`` honours idempotency keys for tools declared ``idempotent``.
+    ``world.perform`` honours idempotency keys for tools declared ``idempotent``. An async
+    tool (its ``call`` returns an awaitable) gets an awaitable back; a crash inside it
+    ends the attempt like any other. Calls from several threads or tasks at once are safe.
     """
 
     def __init__(self, tools: Any, world: WorldLike, injector: FaultInjector) -> None:
@@ -515,27 +666,82 @@ class InstrumentedToolbox:
     def spec(self, name: str) -> ToolSpec:
         return self._tools.spec(name)  # type: ignore[no-any-return]
 
-    def call(self, name: str, input: Mapping[str, Any], *, idempotency_key: str | None = None) -> ToolResult:
+    def call(self, name: str, input: Mapping[str, Any], *, idempotency_key: str | None = None) -> Any:
+        if self._is_async(name):
+            # Observed when awaited, as the tool runs: creating the coroutine does nothing.
+            return self._call_async(name, input, idempotency_key)
+        return self._call(name, input, idempotency_key)
+
+    def _is_async(self, name: str) -> bool:
+        if inspect.iscoroutinefunction(getattr(self._tools, "call", None)):
+            return True
+        try:
+            function = getattr(self._tools.spec(name), "function", None)
+        except Exception:
+            return False
+        return inspect.iscoroutinefunction(function)
+
+    async def _call_async(self, name: str, input: Mapping[str, Any], key: str | None) -> Any:
+        result = self._call(name, input, key)
+        if inspect.isawaitable(result):
+            result = await _Guarded(result, self._injector)
+        return result
+
+    def _call(self, name: str, input: Mapping[str, Any], idempotency_key: str | None) -> Any:
         self._injector.tool_called(name, input, idempotency_key)
-        if self._inner is not None:
-            self._current_key = idempotency_key
-            result: ToolResult = self._inner.call(name, input, idempotency_key=idempotency_key)
-        else:
-            result = self._call_wrapped(name, input, idempotency_key)
+        token = _current_key.set(idempotency_key)
+        try:
+            if self._inner is not None:
+                result = self._inner.call(name, input, idempotency_key=idempotency_key)
+            else:
+                result = self._call_wrapped(name, input, idempotency_key)
+        finally:
+            _current_key.reset(token)
+        if inspect.isawaitable(result):
+            return self._answered_later(name, input, idempotency_key, result)
+        self._injector.tool_answered(name, input, result)
+        return result
+
+    async def _answered_later(
+        self, name: str, input: Mapping[str, Any], key: str | None, pending: Awaitable[Any]
+    ) -> Any:
+        token = _current_key.set(key)
+        try:
+            result = await _Guarded(pending, self._injector)
+        finally:
+            _current_key.reset(token)
+        self._injector.check_alive()
         self._injector.tool_answered(name, input, result)
         return result
 
     # -- the reference Toolbox path: wrap each function ---------------------------------
-    _current_key: str | None = None
-
     def _wrap_function(self, spec: ToolSpec) -> Callable[..., Any]:
         function = spec.function
         injector = self._injector
 
-        def instrumented(**kwargs: Any) -> Any:
-            key = kwargs.get("idempotency_key") if spec.idempotent else self._current_key
+        def split(kwargs: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
+            key = kwargs.get("idempotency_key") if spec.idempotent else _current_key.get()
             tool_input = {k: v for k, v in kwargs.items() if not (spec.idempotent and k == "idempotency_key")}
+            return key, tool_input
+
+        if inspect.iscoroutinefunction(function):
+
+            async def instrumented_async(**kwargs: Any) -> Any:
+                key, tool_input = split(kwargs)
+                injector.check_alive()
+                if not spec.irreversible:
+                    result = await _Guarded(function(**kwargs), injector)
+                else:
+                    result = await self._perform_async(spec, tool_input, key, lambda: function(**kwargs))
+                injector.hit("after_tool_effect")
+                return result
+
+            return instrumented_async
+
+        def instrumented(**kwargs: Any) -> Any:
+            key, tool_input = split(kwargs)
             if not spec.irreversible:
+                injector.check_alive()
                 result = function(**kwargs)
                 injector.hit("after_tool_effect")
                 return result
@@ -549,7 +755,10 @@ class InstrumentedToolbox:
         produced: list[Any] = []
 
         def recorded() -> str:
+            self._injector.check_alive()
             value = effect()
+            if inspect.isawaitable(value):
+                raise _Awaitable(value)
             produced.append(value)
             return value if isinstance(value, str) else _as_text(value)
 
@@ -559,16 +768,52 @@ class InstrumentedToolbox:
         self._injector.effect_performed(spec.name, tool_input, key, fresh=bool(produced))
         return produced[0] if produced else text
 
+    async def _perform_async(
+        self, spec: ToolSpec, tool_input: dict[str, Any], key: str | None, effect: Callable[[], Any]
+    ) -> Any:
+        """``_perform`` for an awaitable effect: ``World.perform`` takes only a plain
+        function, so ask it first whether the key was honoured, then await, then record."""
+        if spec.idempotent and key is not None:
+
+            def probe() -> str:
+                raise _NotRecorded
+
+            try:
+                text = self._world.perform(
+                    spec.name, tool_input, idempotency_key=key, honour_key=True, effect=probe
+                )
+            except _NotRecorded:
+                pass
+            else:
+                self._injector.effect_performed(spec.name, tool_input, key, fresh=False)
+                return text
+        self._injector.check_alive()
+        value = effect()
+        if inspect.isawaitable(value):
+            value = await _Guarded(value, self._injector)
+        return self._record_done(spec, tool_input, key, value)
+
+    def _record_done(self, spec: ToolSpec, tool_input: dict[str, Any], key: str | None, value: Any) -> Any:
+        text = value if isinstance(value, str) else _as_text(value)
+        # The effect happened whether or not the attempt died while it ran: record it.
+        self._world.perform(spec.name, tool_input, idempotency_key=key, honour_key=False, effect=lambda: text)
+        self._injector.effect_performed(spec.name, tool_input, key, fresh=True)
+        return value
+
     # -- any other toolbox: wrap ``call`` ------------------------------------------------
-    def _call_wrapped(self, name: str, input: Mapping[str, Any], key: str | None) -> ToolResult:
+    def _call_wrapped(self, name: str, input: Mapping[str, Any], key: str | None) -> Any:
         spec = self._tools.spec(name)
         if not spec.irreversible:
             result = self._tools.call(name, input, idempotency_key=key)
+            if inspect.isawaitable(result):
+                return self._after_effect_later(result)
             self._injector.hit("after_tool_effect")
-            return result  # type: ignore[no-any-return]
+            return result
 
         def effect() -> Any:
             result = self._tools.call(name, input, idempotency_key=key)
+            if inspect.isawaitable(result):
+                return result
             if result.is_error:
                 raise _ToolError(result)
             return result
@@ -577,12 +822,34 @@ class InstrumentedToolbox:
             value = self._perform(spec, dict(input), key, effect)
         except _ToolError as exc:
             return exc.result
+        except _Awaitable as pending:
+            return self._settle_wrapped(spec, dict(input), key, pending.awaitable)
         self._injector.hit("after_tool_effect")
-        if isinstance(value, str):
-            from reference_agent.toolbox import ToolResult
+        return _as_result(value)
 
-            return ToolResult(value)
-        return value  # type: ignore[no-any-return]
+    async def _after_effect_later(self, pending: Awaitable[Any]) -> Any:
+        result = await _Guarded(pending, self._injector)
+        self._injector.hit("after_tool_effect")
+        return result
+
+    async def _settle_wrapped(
+        self, spec: ToolSpec, tool_input: dict[str, Any], key: str | None, pending: Awaitable[Any]
+    ) -> Any:
+        # World.perform found no honoured key (it called the effect): await the effect.
+        result = await _Guarded(pending, self._injector)
+        if getattr(result, "is_error", False):
+            return result
+        value = self._record_done(spec, tool_input, key, result)
+        self._injector.hit("after_tool_effect")
+        return _as_result(value)
+
+
+def _as_result(value: Any) -> Any:
+    if isinstance(value, str):
+        from reference_agent.toolbox import ToolResult
+
+        return ToolResult(value)
+    return value
 
 
 def _as_text(value: Any) -> str:

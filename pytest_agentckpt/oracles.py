@@ -21,8 +21,13 @@ oracle                                  what it means when it fails
                                         tool (or answered differently)
 ======================================  ========================================================
 
-The harness adds two checks of its own: ``crash_free_run`` (the agent fails with no fault
-at all) and ``resumes_to_completion`` (after the last fault the agent never finishes).
+The harness adds checks of its own: ``crash_free_run`` (the agent fails with no fault at
+all), ``resumes_to_completion`` (after the last fault the agent never finishes) and
+``runaway`` (the agent made far more model requests than the crash-free run of the plan).
+
+An oracle that needs the message history from the checkpoints and cannot find it there
+(an agent that keeps its own state format) is *not checkable*: :func:`history_not_found`
+says why, and the harness reports it instead of passing it silently.
 
 >>> from pytest_agentckpt.timeline import Timeline
 >>> t = Timeline(); _ = t.start_attempt()
@@ -45,12 +50,16 @@ from .timeline import Event, Timeline
 __all__ = [
     "CHECKS",
     "ORACLES",
+    "Advice",
     "Baseline",
     "OracleName",
     "ToolFlags",
     "UnsafeTool",
     "Violation",
     "completed_idempotent",
+    "effects_in_doubt",
+    "give_up_advice",
+    "history_not_found",
     "iteration_monotone",
     "no_duplicate_effect",
     "recorded_work_not_redone",
@@ -68,16 +77,58 @@ OracleName = Literal[
 ]
 ORACLES: tuple[OracleName, ...] = get_args(OracleName)
 """The six oracles of the design, in the order they are checked and reported."""
-CHECKS: tuple[str, ...] = ("crash_free_run", *ORACLES, "resumes_to_completion")
-"""Every name a violation can carry: the oracles and the harness's own two checks."""
+CHECKS: tuple[str, ...] = ("crash_free_run", *ORACLES, "resumes_to_completion", "runaway")
+"""Every name a violation can carry: the oracles and the harness's own checks, in the order
+a report lists them."""
+#: Oracles that read the message history out of the checkpoints the agent wrote.
+HISTORY_ORACLES: tuple[str, ...] = ("recorded_work_not_redone",)
 
 
 @dataclass(frozen=True)
 class ToolFlags:
-    """What the oracles need to know of a tool."""
+    """What the oracles need to know of a tool: its kind.
+
+    read-only (``irreversible=False``); repeat-safe (irreversible, a repeat has no second
+    effect); keyed (irreversible, ``idempotent``: honours an idempotency key); unkeyed
+    (irreversible, nothing else). Only a repeat of a keyed or unkeyed tool can be a
+    duplicate.
+
+    >>> ToolFlags(True, False).kind, ToolFlags(True, False, repeat_safe=True).kind
+    ('unkeyed', 'repeat-safe')
+    """
 
     irreversible: bool
     idempotent: bool
+    repeat_safe: bool = False
+
+    @property
+    def kind(self) -> str:
+        """``read-only``, ``repeat-safe``, ``keyed`` or ``unkeyed``."""
+        if not self.irreversible:
+            return "read-only"
+        if self.repeat_safe:
+            return "repeat-safe"
+        return "keyed" if self.idempotent else "unkeyed"
+
+    @property
+    def can_duplicate(self) -> bool:
+        """Whether a repeat of this tool is a second effect."""
+        return self.irreversible and not self.repeat_safe
+
+
+@dataclass(frozen=True)
+class Advice:
+    """Not a violation: what the agent could do better, shown in the report.
+
+    >>> Advice("store_give_up", "retry the outcome write").describe()
+    'retry the outcome write'
+    """
+
+    topic: str
+    message: str
+
+    def describe(self) -> str:
+        return self.message
 
 
 @dataclass
@@ -106,8 +157,9 @@ class UnsafeTool:
     def describe(self) -> str:
         return (
             f"tool {self.tool!r} is unsafe: its effect {_short(self.input)} happened {self.times} "
-            f"times (crash-free: {self.expected}) because a crash came after the effect and "
-            "before any durable record of it; no agent can know that outcome. Make the tool "
+            f"times (crash-free: {self.expected}) because the attempt ended (a crash, or the agent "
+            "raised or stopped) after the effect and before any durable record of it; no agent "
+            "can know that outcome. Make the tool "
             "honour idempotency keys (ToolSpec(idempotent=True)) or give it a way to check "
             "what happened."
         )
@@ -121,6 +173,8 @@ class Baseline:
     effects: Counter[tuple[str, str]]
     model_turns: int
     timeline: Timeline
+    #: Model requests (generations) of the crash-free run up to its completion.
+    requests: int = 0
 
 
 def canonical(value: Any) -> str:
@@ -131,6 +185,15 @@ def canonical(value: Any) -> str:
 def _short(value: Any, limit: int = 80) -> str:
     text = canonical(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _resumed(timeline: Timeline, event: Event) -> bool:
+    """Whether ``event`` comes after an attempt ended (a crash or the agent stopping)."""
+    return any(e.kind == "attempt_end" and e.seq < event.seq for e in timeline.events)
+
+
+def _crashed_before(timeline: Timeline, event: Event) -> bool:
+    return any(e.kind == "crash" and e.seq < event.seq for e in timeline.events)
 
 
 def effect_counts(timeline: Timeline) -> Counter[tuple[str, str]]:
@@ -164,11 +227,25 @@ def valid_sequence(
         return []
     event, error = invalid[0]
     api_error = f'HTTP 400 {{"type": "invalid_request_error", "message": "{error}"}}'
+    if _crashed_before(timeline, event) and event.attempt > 1:
+        hint = (
+            "The history loaded after a crash was not repaired: every tool_use needs exactly "
+            "one tool_result, first in the next user message."
+        )
+    elif event.attempt > 1:
+        hint = (
+            "The history loaded when the agent was run again was not made valid: every "
+            "tool_use needs exactly one tool_result, first in the next user message."
+        )
+    else:
+        hint = (
+            "No crash came before it: the agent itself builds an invalid history (every "
+            "tool_use needs exactly one tool_result, first in the next user message)."
+        )
     message = (
         f"model request #{event.data.get('index')} (attempt {event.attempt}) is not a valid "
         f"message sequence; the API would answer {api_error}. "
-        f"{len(invalid)} invalid request(s) in all. The history loaded after a crash was not "
-        "repaired: every tool_use needs exactly one tool_result, first in the next user message."
+        f"{len(invalid)} invalid request(s) in all. {hint}"
     )
     marks = {e.seq: "INVALID" for e, _ in invalid[:5]}
     marks[event.seq] = f"INVALID: {error}"
@@ -187,9 +264,10 @@ def no_duplicate_effect(
 
     An effect performed more often than the model asked for it (distinct ``tool_use`` ids
     in its replies) is always the agent's bug. Otherwise the one excuse is an effect of an
-    irreversible tool that does not honour keys, performed just before a crash that came
-    before the agent's next durable write: repeated, it makes the tool unsafe, reported
-    apart from agent bugs.
+    irreversible tool that does not honour keys, followed by the end of its attempt (a
+    crash, or the agent raising or stopping) with no durable write of the agent in between
+    (:func:`effects_in_doubt`): repeated, it makes the tool unsafe, reported apart from
+    agent bugs. A repeat of a repeat-safe tool is never a duplicate.
     """
     effects: dict[tuple[str, str], list[Event]] = defaultdict(list)
     for event in timeline.of("effect"):
@@ -199,13 +277,19 @@ def no_duplicate_effect(
         for tool_use_id, name, tool_input in event.data.get("tool_uses", ()):
             asks[(name, canonical(tool_input))].add(tool_use_id)
 
-    unrecorded = _effects_lost_to_crash(timeline)
+    unrecorded = effects_in_doubt(timeline)
     violations: list[Violation] = []
     unsafe: list[UnsafeTool] = []
     for key in sorted(set(effects) | set(baseline.effects)):
         tool, raw_input = key
         done = effects.get(key, [])
         n, expected, asked = len(done), baseline.effects.get(key, 0), len(asks.get(key, ()))
+        flags = tools.get(tool)
+        if flags is not None and not flags.can_duplicate:
+            # Repeat-safe: only "it never happened" can be wrong.
+            if completed and expected and not n:
+                violations.append(_lost(tool, raw_input, done, n, expected, timeline))
+            continue
         if n > asked and n > expected:
             marks = {e.seq: "DUPLICATE" for e in done[max(asked, expected):]}
             violations.append(
@@ -219,7 +303,6 @@ def no_duplicate_effect(
                 )
             )
         elif n > expected:
-            flags = tools.get(tool)
             excused = sum(1 for e in done if e.seq in unrecorded)
             if flags is not None and flags.irreversible and not flags.idempotent and n - expected <= excused:
                 unsafe.append(UnsafeTool(tool, json.loads(raw_input), n, expected))
@@ -233,27 +316,41 @@ def no_duplicate_effect(
                     + (
                         "The tool honours idempotency keys: resume must pass the same key."
                         if flags is not None and flags.idempotent
-                        else "The repeat is not explained by a crash between the effect and a "
-                        "durable record of it."
+                        else "The repeat is not explained by the end of an attempt between the "
+                        "effect and a durable record of it."
                     ),
                     marks,
                 )
             )
         elif completed and n < expected:
-            violations.append(
-                Violation(
-                    "no_duplicate_effect",
-                    f"the run completed but effect {tool}({_short(json.loads(raw_input))}) "
-                    f"happened {n} time(s), not {expected} as in the crash-free run: an action "
-                    "was lost across a crash.",
-                    {e.seq: "too few" for e in done},
-                )
-            )
+            violations.append(_lost(tool, raw_input, done, n, expected, timeline))
     return violations, unsafe
 
 
-def _effects_lost_to_crash(timeline: Timeline) -> set[int]:
-    """Effects followed by a crash with no durable checkpoint write in between."""
+def _lost(tool: str, raw_input: str, done: list[Event], n: int, expected: int, timeline: Timeline) -> Violation:
+    faults = timeline.of("crash", "api_fault", "store_outage")
+    cause = (
+        "an action was lost across a crash"
+        if timeline.of("crash")
+        else "an action was lost across a fault"
+        if faults
+        else "an action was lost"
+    )
+    return Violation(
+        "no_duplicate_effect",
+        f"the run completed but effect {tool}({_short(json.loads(raw_input))}) "
+        f"happened {n} time(s), not {expected} as in the crash-free run: {cause}.",
+        {e.seq: "too few" for e in done},
+    )
+
+
+def effects_in_doubt(timeline: Timeline) -> set[int]:
+    """Effects followed by the end of their attempt with no durable write in between.
+
+    The end of an attempt is a crash, or the agent raising or returning: seen from
+    outside, an agent that exits and one that dies are the same, and neither could have
+    recorded the outcome. (After a crash the attempt is dead, so nothing of it follows.)
+    """
     lost: set[int] = set()
     pending: list[int] = []
     for event in timeline:
@@ -261,10 +358,69 @@ def _effects_lost_to_crash(timeline: Timeline) -> set[int]:
             pending.append(event.seq)
         elif event.kind == "store_save":
             pending.clear()
-        elif event.kind == "crash":
+        elif event.kind in ("crash", "attempt_end"):
             lost.update(pending)
             pending.clear()
     return lost
+
+
+# The name this had when only crashes ended an attempt.
+_effects_lost_to_crash = effects_in_doubt
+
+
+def give_up_advice(timeline: Timeline) -> list[Advice]:
+    """Advice for an agent that gave up on a store fault while an outcome was unrecorded.
+
+    Stopping is legitimate (the effect is then in doubt, not a bug), but a transient
+    outage is better met by retrying the outcome write: the outcome is known right now,
+    and after the restart it is not.
+    """
+    advice: list[Advice] = []
+    pending: list[Event] = []
+    failed_write = False
+    for event in timeline:
+        if event.kind == "attempt_start":
+            pending, failed_write = [], False
+        elif event.kind == "effect":
+            pending.append(event)
+            failed_write = False
+        elif event.kind == "store_save":
+            pending, failed_write = [], False
+        elif event.kind == "store_save_failed" and pending:
+            failed_write = True
+        elif event.kind == "attempt_end" and event.data.get("outcome") in ("error", "stopped") and failed_write:
+            names = ", ".join(dict.fromkeys(f"{e.data['tool']}({_short(e.data['input'], 40)})" for e in pending))
+            advice.append(
+                Advice(
+                    "store_give_up",
+                    f"attempt {event.attempt} stopped on a failed checkpoint write while the "
+                    f"outcome of {names} was not recorded; that is allowed (the action is then "
+                    "in doubt on resume), but a transient store outage is better met by retrying "
+                    "the outcome write with backoff before giving up.",
+                )
+            )
+            pending, failed_write = [], False
+    return advice
+
+
+def history_not_found(timeline: Timeline) -> str | None:
+    """Why the oracles that read the stored history cannot check this run, or ``None``.
+
+    The history is not found when the agent saved checkpoints and asked the model with a
+    history, but no checkpoint held one where the harness looks (``checkpoint.messages``,
+    or what ``fuzz(history=...)`` returns).
+    """
+    saves = timeline.of("store_save")
+    requests = [e for e in timeline.of("model_request") if e.data.get("messages")]
+    if not saves or not requests:
+        return None
+    if any(e.data.get("messages") for e in saves):
+        return None
+    return (
+        f"the agent wrote {len(saves)} checkpoint(s) but none held the message history where "
+        "the harness looks (checkpoint.messages): tell fuzz where it lives with "
+        "history=lambda checkpoint: ... (for example checkpoint.artifacts['session']['messages'])"
+    )
 
 
 # -- 3 ---------------------------------------------------------------------------------
@@ -300,8 +456,12 @@ def iteration_monotone(timeline: Timeline, *, budget: int | None = None) -> list
                     "iteration_monotone",
                     f"the stored iteration went back from {best.data['iteration']} (checkpoint "
                     f"version {best.data.get('version')}) to {iteration} (version "
-                    f"{event.data.get('version')}): a restart reset the count, so the budget "
-                    "does not span restarts",
+                    f"{event.data.get('version')}): "
+                    + (
+                        "a restart reset the count, so the budget does not span restarts"
+                        if event.attempt > best.attempt
+                        else "the count went back within one attempt"
+                    ),
                     {best.seq: f"iteration {best.data['iteration']}", event.seq: f"iteration {iteration} (BACKWARDS)"},
                 )
             )
@@ -341,12 +501,12 @@ def recorded_work_not_redone(timeline: Timeline) -> list[Violation]:
     for event in timeline:
         if event.kind == "store_save":
             durable = event
-            answered = _answered_ids(event.data.get("messages", ()))
+            answered = _answered_ids(event.data.get("messages") or ())
         elif event.kind == "model_response":
             for tool_use_id, name, tool_input in event.data.get("tool_uses", ()):
                 asked[(name, canonical(tool_input))].add(tool_use_id)
         elif event.kind == "model_request" and durable is not None:
-            stored: Sequence[Any] = durable.data.get("messages", ())
+            stored: Sequence[Any] = durable.data.get("messages") or ()
             sent = event.data.get("messages", [])
             n = len(sent)
             if (
@@ -360,8 +520,8 @@ def recorded_work_not_redone(timeline: Timeline) -> list[Violation]:
                         "recorded_work_not_redone",
                         f"model request #{event.data.get('index')} (attempt {event.attempt}) asks "
                         f"again for reply {n} of the history, which checkpoint version "
-                        f"{durable.data.get('version')} already holds: the agent did not resume "
-                        "from its checkpoint (a failed load treated as 'no checkpoint'?)",
+                        f"{durable.data.get('version')} already holds: "
+                        + _not_resumed_hint(timeline, durable, event),
                         {durable.seq: "recorded here", event.seq: "REDONE"},
                     )
                 ]
@@ -379,6 +539,15 @@ def recorded_work_not_redone(timeline: Timeline) -> list[Violation]:
                     )
                 ]
     return []
+
+
+def _not_resumed_hint(timeline: Timeline, durable: Event, event: Event) -> str:
+    between = [e for e in timeline.events if durable.seq < e.seq < event.seq]
+    if any(e.kind == "store_outage" and e.data.get("operation") == "load" for e in between):
+        return "the agent did not resume from its checkpoint: a failed load was treated as 'no checkpoint'"
+    if any(e.kind == "store_load" and not e.data.get("found") for e in between):
+        return "the agent did not resume from its checkpoint: the load found none (was it deleted?)"
+    return "the agent did not resume from its checkpoint"
 
 
 def _answered_ids(messages: Iterable[Any]) -> set[str]:

@@ -16,6 +16,7 @@ write" is a question about sequence numbers.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -73,6 +74,8 @@ class Timeline:
     def __init__(self) -> None:
         self.events: list[Event] = []
         self.attempt = 0
+        # Tools run in threads: numbering and appending must be one step.
+        self._lock = threading.Lock()
 
     def __iter__(self) -> Iterator[Event]:
         return iter(self.events)
@@ -88,8 +91,9 @@ class Timeline:
 
     def add(self, kind: EventKind, **data: Any) -> Event:
         """Record an event of ``kind`` in the current attempt."""
-        event = Event(len(self.events), self.attempt, kind, data, time.monotonic_ns())
-        self.events.append(event)
+        with self._lock:
+            event = Event(len(self.events), self.attempt, kind, data, time.monotonic_ns())
+            self.events.append(event)
         return event
 
     def merge(self, events: Iterable[Event]) -> None:

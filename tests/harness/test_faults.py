@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from pytest_agentckpt._scenario import _Executor, _Outcome
 from pytest_agentckpt.faults import (
     FAULT_POINTS,
     ApiFault,
@@ -19,7 +20,6 @@ from pytest_agentckpt.faults import (
     StoreFault,
     instrument_toolbox,
 )
-from pytest_agentckpt.harness import _Executor, _Outcome
 from pytest_agentckpt.timeline import Event
 from reference_agent.scripted import Plan, Step, ToolCall
 from reference_agent.world import World

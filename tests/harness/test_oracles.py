@@ -129,7 +129,7 @@ def test_a_repeated_effect_of_a_key_honouring_tool_is_never_excused() -> None:
 def test_a_completed_run_missing_an_effect_fails() -> None:
     timeline = _timeline(_response(("t1", "send", {"to": "a"})))
     violations, _ = no_duplicate_effect(timeline, _baseline({SEND: 1}), FLAGS, completed=True)
-    assert "lost across a crash" in violations[0].message
+    assert "an action was lost" in violations[0].message  # no crash in this timeline: no "across a crash"
     assert no_duplicate_effect(timeline, _baseline({SEND: 1}), FLAGS, completed=False)[0] == []
 
 

@@ -101,8 +101,16 @@ def test_reference_agent_survives_crashes_with_the_demo_tools() -> None:
 def test_common_design_is_caught() -> None:
     with pytest.raises(OracleFailure) as caught:
         fuzz(common_design.run, toolbox(), seed=1, database=InMemoryExampleDatabase())
-    # It deletes its checkpoint on success: even the crash-free run fails this oracle.
-    assert caught.value.oracle == "completed_idempotent"
+    # It deletes its checkpoint on success: even the crash-free run fails completed_idempotent,
+    # and that must not hide its resume bug: every distinct oracle is listed, each with its
+    # own smallest example.
+    failure = caught.value
+    assert "completed_idempotent" in failure.oracles
+    assert "no_duplicate_effect" in failure.oracles
+    by_oracle = {example.oracle: example for example in failure.examples}
+    assert by_oracle["completed_idempotent"].fault_plan.size == 0
+    assert by_oracle["no_duplicate_effect"].fault_plan.size >= 1
+    assert "=== also failed: " in str(failure)
 
 
 def test_common_design_resume_bugs_are_caught_once_its_completion_bug_is_set_aside() -> None:

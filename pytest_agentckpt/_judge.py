@@ -1,0 +1,338 @@
+"""Judging a scenario: the oracles over its timeline, the verdict, the failure report.
+
+A :class:`_Verdict` is what one scenario (a plan under a fault plan) shows: the violations,
+the unsafe tools, the oracles it could not check and the advice. :class:`OracleFailure`
+is the form a failing verdict takes for the user: one section per distinct oracle that
+failed, each with its own smallest example.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ._scenario import _Executor, _Outcome
+from .faults import FaultPlan
+from .oracles import (
+    CHECKS,
+    HISTORY_ORACLES,
+    ORACLES,
+    Advice,
+    Baseline,
+    ToolFlags,
+    UnsafeTool,
+    Violation,
+    completed_idempotent,
+    give_up_advice,
+    history_not_found,
+    iteration_monotone,
+    no_duplicate_effect,
+    recorded_work_not_redone,
+    same_answer,
+    valid_sequence,
+)
+
+if TYPE_CHECKING:
+    from reference_agent.scripted import Plan
+
+#: Checks of the harness itself rather than oracles of the design.
+HARNESS_CHECKS = frozenset({"crash_free_run", "resumes_to_completion", "runaway"})
+
+
+# -- results and failures ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Example:
+    """The smallest scenario found for one oracle: what ``replay`` needs to show it again."""
+
+    oracle: str
+    plan: Plan
+    fault_plan: FaultPlan
+    message: str
+
+
+class OracleFailure(AssertionError):
+    """An oracle failed: ``oracle`` names the first, ``oracles`` every distinct one that
+    failed, ``examples`` the smallest scenario found for each.
+
+    >>> OracleFailure([Violation("same_answer", "answers differ")], report="...").oracle
+    'same_answer'
+    """
+
+    def __init__(
+        self,
+        violations: Sequence[Violation],
+        *,
+        report: str,
+        fault_plan: FaultPlan | None = None,
+        plan: Plan | None = None,
+        found_after: int | None = None,
+        examples: Sequence[Example] = (),
+        not_checkable: Mapping[str, str] | None = None,
+        advice: Sequence[Advice] = (),
+    ) -> None:
+        super().__init__(report)
+        #: How many scenarios ran before the first failing one was found (before shrinking).
+        self.found_after = found_after
+        self.violations = list(violations)
+        self.oracle = self.violations[0].oracle
+        named = [v.oracle for v in self.violations] + [e.oracle for e in examples]
+        #: Every distinct oracle (or harness check) that failed, first one first.
+        self.oracles = list(dict.fromkeys(named))
+        self.fault_plan = fault_plan
+        self.plan = plan
+        self.examples = list(examples)
+        self.not_checkable = dict(not_checkable or {})
+        self.advice = list(advice)
+
+
+class NondeterministicFailure(OracleFailure):
+    """A verdict that did not reproduce: the same scenario failed once and passed (or failed
+    otherwise) when run again, as agents with threads or tasks can. The report shows the
+    timelines of both runs; ``oracle`` names what the failing run broke.
+    """
+
+
+# -- judging ----------------------------------------------------------------------------------
+def _judge(
+    outcome: _Outcome,
+    baseline: Baseline,
+    flags: Mapping[str, ToolFlags],
+    budget: int | None,
+    ignored: frozenset[str] = frozenset(),
+) -> tuple[list[Violation], list[UnsafeTool], dict[str, str]]:
+    from reference_agent.validation import InvalidHistoryError, validate_messages
+
+    main = outcome.main()
+    not_checkable: dict[str, str] = {}
+    violations = valid_sequence(main, validate_messages, error_type=InvalidHistoryError)
+    duplicates, unsafe = no_duplicate_effect(main, baseline, flags, completed=outcome.completed)
+    violations += duplicates
+    violations += same_answer(outcome.answer, baseline, completed=outcome.completed)
+    violations += iteration_monotone(main, budget=budget)
+    missing = history_not_found(main)
+    if missing is None:
+        violations += recorded_work_not_redone(main)
+    else:
+        not_checkable.update({name: missing for name in HISTORY_ORACLES if name not in ignored})
+    if outcome.rerun_from is not None:
+        violations += completed_idempotent(
+            outcome.timeline.events[outcome.rerun_from :], outcome.rerun_answer, outcome.answer
+        )
+    if outcome.runaway is not None:
+        violations.append(_runaway(outcome))
+    elif not outcome.completed:
+        violations.append(
+            Violation(
+                "resumes_to_completion",
+                f"the agent did not finish: after the last fault it kept failing "
+                f"({outcome.error}); a resumed agent must be able to complete the task",
+            )
+        )
+    return violations, unsafe, not_checkable
+
+
+def _runaway(outcome: _Outcome) -> Violation:
+    return Violation(
+        "runaway",
+        f"the agent was stopped as a runaway: {outcome.runaway}. It keeps asking the model "
+        "although the plan is done (or loops on a result it does not accept); the plan below "
+        "shows what the model asked for.",
+    )
+
+
+def _crash_free_failure(outcome: _Outcome) -> list[Violation]:
+    from reference_agent.validation import InvalidHistoryError, validate_messages
+
+    found = valid_sequence(outcome.main(), validate_messages, error_type=InvalidHistoryError)
+    if outcome.runaway is not None:
+        found.insert(0, _runaway(outcome))
+    elif not outcome.completed:
+        found.insert(
+            0,
+            Violation(
+                "crash_free_run",
+                f"the agent fails with no fault injected at all: {outcome.error}",
+            ),
+        )
+    elif outcome.rerun_from is not None:
+        found += completed_idempotent(
+            outcome.timeline.events[outcome.rerun_from :], outcome.rerun_answer, outcome.answer
+        )
+    return found
+
+
+def _order(name: str) -> int:
+    return CHECKS.index(name) if name in CHECKS else len(CHECKS)
+
+
+@dataclass
+class _Verdict:
+    plan: Plan
+    faults: FaultPlan
+    outcome: _Outcome
+    violations: list[Violation]
+    unsafe: list[UnsafeTool]
+    crash_free: bool
+    not_checkable: dict[str, str] = field(default_factory=dict)
+    advice: list[Advice] = field(default_factory=list)
+
+    @property
+    def oracles(self) -> list[str]:
+        """The distinct oracles that failed, in report order."""
+        return sorted(dict.fromkeys(v.oracle for v in self.violations), key=_order)
+
+    def section(self, reproduce: str, *, oracle: str | None = None, limit: int = 200) -> str:
+        """The report of this verdict, led by ``oracle`` (default: its first)."""
+        return _report(self, reproduce, lead=oracle, limit=limit)
+
+    def failure(
+        self,
+        reproduce: str,
+        *,
+        found_after: int | None,
+        minimized: bool = False,
+        others: Sequence[_Verdict] = (),
+    ) -> OracleFailure:
+        report = self.section(reproduce)
+        if minimized:
+            report += (
+                "\n(agentckpt shrank this example further than Hypothesis did, re-aiming the crash "
+                "occurrences at the smaller plan; the @reproduce_failure line reproduces the larger one, "
+                "replay() with the plan and fault plan above reproduces this one)"
+            )
+        lead = self.oracles[0]
+        examples = [Example(lead, self.plan, self.faults, _first(self, lead).message)]
+        for other in others:
+            name = other.oracles[0]
+            examples.append(Example(name, other.plan, other.faults, _first(other, name).message))
+            report += (
+                f"\n\n=== also failed: {name} (its own smallest example) ===\n"
+                + other.section(reproduce, oracle=name, limit=80)
+            )
+        violations = sorted(self.violations, key=lambda v: _order(v.oracle))
+        return OracleFailure(
+            violations,
+            report=report,
+            fault_plan=self.faults,
+            plan=self.plan,
+            found_after=found_after,
+            examples=examples,
+            not_checkable=self.not_checkable,
+            advice=self.advice,
+        )
+
+
+def _first(verdict: _Verdict, oracle: str) -> Violation:
+    return next(v for v in verdict.violations if v.oracle == oracle)
+
+
+def _describe_plan(plan: Plan) -> str:
+    steps = []
+    for step in plan.steps:
+        calls = ", ".join(f"{c.name}({json.dumps(dict(c.input), sort_keys=True)})" for c in step.calls)
+        steps.append(f"[{calls}]")
+    return f"{len(plan.steps)} step(s): {' -> '.join(steps) or '(none)'} -> answer {plan.final_answer!r}"
+
+
+def _report(verdict: _Verdict, reproduce: str, *, lead: str | None = None, limit: int = 200) -> str:
+    ordered = sorted(verdict.violations, key=lambda v: _order(v.oracle))
+    name = lead or ordered[0].oracle
+    first = _first(verdict, name)
+    marks: dict[int, str] = {}
+    for violation in reversed(ordered):
+        marks.update(violation.marks)
+    marks.update(first.marks)
+    kind = "harness check" if name in HARNESS_CHECKS else "oracle"
+    lines = [
+        f"agentckpt: {kind} {name} failed" + (" (in the crash-free run)" if verdict.crash_free else ""),
+        f"  {first.message}",
+    ]
+    others = [v for v in ordered if v.oracle != name]
+    if others:
+        lines.append("in the same run also failed: " + ", ".join(dict.fromkeys(v.oracle for v in others)))
+        lines += [f"  {v.oracle}: {v.message}" for v in others[:3]]
+    for oracle, reason in verdict.not_checkable.items():
+        lines.append(f"not checkable: {oracle}: {reason}")
+    for advice in verdict.advice[:2]:
+        lines.append(f"advice: {advice.describe()}")
+    faults, plan = verdict.faults, verdict.plan
+    lines += [
+        f"fault plan: {faults.describe()}",
+        f"plan: {_describe_plan(plan)}",
+        f"reproduce: {reproduce}",
+        "replay just this scenario: pytest_agentckpt.replay(run, tools, "
+        f"Plan.from_dict({json.dumps(plan.to_dict(), sort_keys=True)}), "
+        f"FaultPlan.from_dict({json.dumps(faults.to_dict())}))",
+        "timeline:",
+        verdict.outcome.timeline.format(marks=marks, limit=limit),
+    ]
+    return "\n".join(lines)
+
+
+def _unreproducible(failed: _Verdict, other: _Verdict, reproduce: str, *, found_after: int | None) -> NondeterministicFailure:
+    """The failure for a scenario whose verdict changed when it ran again."""
+    lead = failed.oracles[0]
+    again = ", ".join(other.oracles) if other.oracles else "passed"
+    report = (
+        f"agentckpt: nondeterministic verdict: {lead} failed in one run of this scenario and the "
+        f"same scenario run again {'failed ' + again if other.oracles else 'passed'}.\n"
+        "  The agent is nondeterministic (threads or asyncio tasks race), so the same plan and "
+        "fault plan do not always lead to the same timeline. The failing run may still show a "
+        "real bug that only some interleavings reach: read its timeline below.\n"
+        "=== the failing run ===\n"
+        + failed.section(reproduce)
+        + "\n=== the same scenario, run again ===\n"
+        + (other.section(reproduce, limit=120) if other.violations else other.outcome.timeline.format(limit=120))
+    )
+    violations = sorted(failed.violations, key=lambda v: _order(v.oracle))
+    return NondeterministicFailure(
+        violations,
+        report=report,
+        fault_plan=failed.faults,
+        plan=failed.plan,
+        found_after=found_after,
+        examples=[Example(lead, failed.plan, failed.faults, _first(failed, lead).message)],
+        not_checkable=failed.not_checkable,
+        advice=failed.advice,
+    )
+
+
+def _evaluate(executor: _Executor, plan: Plan, faults: FaultPlan, budget: int | None) -> _Verdict:
+    """Run ``plan`` crash-free (cached) and under ``faults``; judge the result.
+
+    A plan whose tool calls fail in the crash-free run is infeasible: no violations, and
+    ``outcome.infeasible`` says why. A crash-free run that does not complete has no
+    baseline: its verdict is the crash-free failure. A crash-free run that completes but
+    breaks an oracle (say, ``completed_idempotent``) does not hide the faulted run: when
+    that breaks other oracles, they are judged too.
+    """
+    baseline, clean = executor.baseline(plan)
+    if clean.infeasible is not None:
+        return _Verdict(plan, FaultPlan(), clean, [], [], crash_free=True)
+    ignored = executor.ignore_oracles
+    problems = [v for v in _crash_free_failure(clean) if v.oracle not in ignored]
+    if problems and not clean.completed:
+        return _Verdict(plan, FaultPlan(), clean, problems, [], crash_free=True)
+    outcome = executor.execute(plan, faults)
+    violations, unsafe, not_checkable = _judge(outcome, baseline, executor.flags, budget, ignored)
+    violations = [v for v in violations if v.oracle not in ignored]
+    advice = give_up_advice(outcome.main())
+    if problems:
+        known = {v.oracle for v in problems}
+        if not {v.oracle for v in violations} - known:
+            return _Verdict(plan, FaultPlan(), clean, problems, [], crash_free=True)
+        violations += [
+            Violation(v.oracle, f"{v.message} (in the crash-free run of this plan)") for v in problems
+        ]
+    return _Verdict(plan, faults, outcome, violations, unsafe, False, not_checkable, advice)
+
+
+def _ignored_oracles(ignore_oracles: Sequence[str]) -> frozenset[str]:
+    if isinstance(ignore_oracles, str):
+        raise ValueError(f"ignore_oracles must be a sequence of oracle names, not {ignore_oracles!r}")
+    unknown = sorted(set(ignore_oracles) - set(ORACLES))
+    if unknown:
+        raise ValueError(f"ignore_oracles: unknown {unknown}; the oracles are {', '.join(ORACLES)}")
+    return frozenset(ignore_oracles)

@@ -1,0 +1,484 @@
+"""Running a scenario: the agent under test, its client, store and toolbox, one plan under
+one fault plan, attempt after attempt until it completes (then once more).
+
+What the harness saw becomes a :class:`~pytest_agentckpt.timeline.Timeline` in an
+:class:`_Outcome`; judging it is :mod:`pytest_agentckpt._judge`'s job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import inspect
+import itertools
+import json
+import os
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from .faults import (
+    Crash,
+    FaultInjector,
+    FaultPlan,
+    FaultyStore,
+    HistoryLocator,
+    InstrumentedToolbox,
+    PlanInfeasible,
+    is_generation,
+)
+from .oracles import (
+    Baseline,
+    ToolFlags,
+    canonical,
+    effect_counts,
+    model_turns,
+)
+from .timeline import Timeline
+
+if TYPE_CHECKING:
+    import anthropic
+
+    from reference_agent.offline import FakeMessagesAPI
+    from reference_agent.scripted import Plan
+    from stores import CheckpointStore
+
+Mode = Literal["memory", "process"]
+ClientPath = Literal["sdk", "direct"]
+StoreSource = "CheckpointStore | str | Callable[[], CheckpointStore] | None"
+
+#: Model requests one scenario may make before the harness calls the agent runaway, at most;
+#: the budget of a scenario is relative to its plan's crash-free run (:func:`request_budget`).
+MAX_REQUESTS_PER_SCENARIO = 400
+
+
+def request_budget(plan: Plan, faults: FaultPlan, crash_free_requests: int | None) -> int:
+    """Model requests (generations) a scenario may make before it is stopped as a runaway.
+
+    The crash-free run of a plan needs one request per step and one for the answer; a run
+    with faults may need the crash-free run's requests again after each fault, and the
+    SDK's retries of each API fault.
+
+    >>> from reference_agent.scripted import Plan
+    >>> request_budget(Plan((), "done"), FaultPlan(), None)
+    12
+    """
+    if crash_free_requests is None:
+        budget = 4 * (len(plan.steps) + 1) + 8
+    else:
+        budget = 2 * max(crash_free_requests, 1) * (faults.size + 1) + 3 * len(faults.api_faults) + 8
+    return min(budget, MAX_REQUESTS_PER_SCENARIO)
+
+# -- the agent under test -----------------------------------------------------------------------
+def _is_async(run: Callable[..., Any]) -> bool:
+    if inspect.iscoroutinefunction(run):
+        return True
+    call = getattr(run, "__call__", None)  # noqa: B004 - objects with an async __call__
+    return call is not None and inspect.iscoroutinefunction(call)
+
+
+def _resolve_run(run: Any) -> Callable[..., Any]:
+    if isinstance(run, str):
+        return _import_object(run, "run")  # type: ignore[no-any-return]
+    if not callable(run):
+        raise TypeError(f"run must be a callable run(task_id, goal, *, client, store, tools), not {type(run).__name__}")
+    return run  # type: ignore[no-any-return]
+
+
+def _import_object(path: str, argument: str) -> Any:
+    import importlib
+
+    module_name, sep, attribute = path.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ValueError(f"{argument}: expected 'module:attribute', got {path!r}")
+    module = importlib.import_module(module_name)
+    target: Any = module
+    for part in attribute.split("."):
+        target = getattr(target, part)
+    return target
+
+
+def _load_tools(path: str) -> Any:
+    """The toolbox ``"module:attr"`` names: the object, or what it returns if it is a factory."""
+    target = _import_object(path, "tools")
+    if not callable(getattr(target, "definitions", None)) and callable(target):
+        target = target()
+    _check_tools(target)
+    return target
+
+
+def _check_tools(tools: Any) -> None:
+    for method in ("definitions", "spec", "call"):
+        if not callable(getattr(tools, method, None)):
+            raise TypeError(
+                f"tools must be a toolbox with definitions(), spec(name) and call(name, input, "
+                f"*, idempotency_key=None); {type(tools).__name__} has no {method}()"
+            )
+    if not tools.definitions():
+        raise ValueError("tools: the toolbox has no tools; fuzz needs at least one to plan over")
+
+
+def _tool_flags(tools: Any) -> dict[str, ToolFlags]:
+    flags = {}
+    for definition in tools.definitions():
+        spec = tools.spec(definition["name"])
+        flags[definition["name"]] = ToolFlags(
+            bool(spec.irreversible), bool(spec.idempotent), bool(getattr(spec, "repeat_safe", False))
+        )
+    return flags
+
+
+class _Router:
+    """One SDK client for the whole fuzz call, routed to the current scenario's fake API.
+
+    Building an ``anthropic.Anthropic`` costs as much as a model call; the agent object is
+    what a crash discards, not the HTTP client.
+    """
+
+    def __init__(self) -> None:
+        import httpx2
+
+        router = self
+
+        class Sync(httpx2.BaseTransport):
+            def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+                return router.sync.handle_request(request)
+
+        class Async(httpx2.AsyncBaseTransport):
+            async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+                return await router.async_.handle_async_request(request)
+
+        self.sync: httpx2.BaseTransport
+        self.async_: httpx2.AsyncBaseTransport
+        self._sync_transport = Sync()
+        self._async_transport = Async()
+        self._client: anthropic.Anthropic | None = None
+        self.api: FakeMessagesAPI
+
+    def use(self, api: FakeMessagesAPI) -> None:
+        self.api = api
+        self.sync = api.transport()
+        self.async_ = api.async_transport()
+
+    def client(self) -> anthropic.Anthropic:
+        if self._client is None:
+            import anthropic
+            import httpx2
+
+            from reference_agent.offline import FAKE_API_KEY
+
+            self._client = anthropic.Anthropic(
+                api_key=FAKE_API_KEY,
+                base_url="http://agentckpt.fake",
+                http_client=httpx2.Client(transport=self._sync_transport),
+            )
+        return self._client
+
+    def async_client(self) -> anthropic.AsyncAnthropic:
+        # An async client is bound to the event loop that used it: one per attempt.
+        import anthropic
+        import httpx2
+
+        from reference_agent.offline import FAKE_API_KEY
+
+        return anthropic.AsyncAnthropic(
+            api_key=FAKE_API_KEY,
+            base_url="http://agentckpt.fake",
+            http_client=httpx2.AsyncClient(transport=self._async_transport),
+        )
+
+
+class _DirectMessages:
+    """``client.messages.create`` straight into the fake API: no HTTP stack, no SDK parsing
+    of a request. The fake still validates, runs the hooks and injects the faults; status
+    errors become the SDK's exception classes after the SDK's two retries."""
+
+    _ERRORS = {400: "BadRequestError", 429: "RateLimitError", 500: "InternalServerError", 529: "OverloadedError"}
+
+    def __init__(self, router: _Router) -> None:
+        self._router = router
+
+    def create(self, **params: Any) -> Any:
+        import anthropic
+        import httpx2
+        from pydantic_core import to_json
+
+        from reference_agent.offline import FAKE_API_KEY
+
+        body = to_json(params, exclude_none=True)
+        request = httpx2.Request("POST", "http://agentckpt.direct/v1/messages")
+        for _ in range(3):  # the SDK's default: one try and two retries
+            status, _headers, raw, drop = self._router.api.handle(
+                "POST", "/v1/messages", {"x-api-key": FAKE_API_KEY}, body
+            )
+            if drop is None and status == 200:
+                return anthropic.types.Message.model_validate_json(raw)
+            if drop is None and status not in (429, 500, 529):
+                break
+        if drop == "timeout":
+            raise anthropic.APITimeoutError(request=request)
+        if drop is not None:
+            raise anthropic.APIConnectionError(request=request)
+        payload = json.loads(raw)
+        error = getattr(anthropic, self._ERRORS.get(status, "APIStatusError"))
+        message = f"Error code: {status} - {payload}"
+        raise error(message, response=httpx2.Response(status, content=raw, request=request), body=payload)
+
+
+    def count_tokens(self, **params: Any) -> Any:
+        """The fake's token count (not a model call: no fault point, no budget)."""
+        import anthropic
+        from pydantic_core import to_json
+
+        from reference_agent.offline import FAKE_API_KEY
+
+        status, _headers, raw, _drop = self._router.api.handle(
+            "POST", "/v1/messages/count_tokens", {"x-api-key": FAKE_API_KEY}, to_json(params, exclude_none=True)
+        )
+        if status != 200:
+            raise RuntimeError(f"count_tokens answered {status}: {raw.decode(errors='replace')}")
+        return anthropic.types.MessageTokensCount.model_validate_json(raw)
+
+
+class _DirectClient:
+    """A stand-in for ``anthropic.Anthropic`` offering only ``messages.create`` and
+    ``messages.count_tokens``: the fast path of ``fuzz(client="direct")`` for agents that use
+    nothing else of the SDK."""
+
+    def __init__(self, router: _Router) -> None:
+        self.messages = _DirectMessages(router)
+
+    def with_options(self, **_: Any) -> _DirectClient:
+        return self
+
+
+class _Runaway(BaseException):
+    """The agent made more model requests than any plan needs: stop it."""
+
+
+def _open_store_source(store: Any) -> Callable[[], tuple[CheckpointStore, bool]]:
+    """A function giving (store, close_after) for one fuzz call."""
+    from stores import CheckpointStore, open_store
+
+    if store is None:
+        return lambda: (open_store("memory://agentckpt-fuzz"), True)
+    if isinstance(store, str):
+        url = store
+        return lambda: (open_store(url), True)
+    # A store class satisfies the runtime Protocol check too (it has the methods), but it
+    # is a factory: test for classes first.
+    if isinstance(store, CheckpointStore) and not isinstance(store, type):
+        instance = store
+        return lambda: (instance, False)
+    if callable(store):
+        factory = store
+        return lambda: (factory(), True)
+    raise TypeError(
+        "store must be a CheckpointStore, a store URL, a factory returning a store, or None "
+        f"(in-memory), not {type(store).__name__}"
+    )
+
+
+@dataclass
+class _Outcome:
+    timeline: Timeline
+    completed: bool
+    answer: str | None
+    error: str | None
+    rerun_from: int | None = None
+    rerun_answer: str | None = None
+    infeasible: str | None = None
+    hits: Counter[str] = field(default_factory=Counter)
+    crashes: int = 0
+    #: Why the scenario was stopped as a runaway, if it was.
+    runaway: str | None = None
+
+    def main(self) -> Timeline:
+        """The timeline up to the completion (without the re-run of the completed task)."""
+        if self.rerun_from is None:
+            return self.timeline
+        main = Timeline()
+        main.attempt = self.timeline.attempt
+        main.events = self.timeline.events[: self.rerun_from]
+        return main
+
+
+class _Executor:
+    """Runs one agent through plans and fault plans, in process."""
+
+    def __init__(
+        self,
+        run: Callable[..., Any],
+        tools: Any,
+        *,
+        store: Any,
+        budget: int | None,
+        max_resumes: int | None,
+        goal: str,
+        client: ClientPath = "sdk",
+        ignore_oracles: frozenset[str] = frozenset(),
+        history: HistoryLocator | None = None,
+    ) -> None:
+        from reference_agent.world import World
+
+        self.ignore_oracles = ignore_oracles
+        self.history = history
+        self.client_path = client
+        self.run = run
+        self.is_async = _is_async(run)
+        self.tools = tools
+        self.flags = _tool_flags(tools)
+        self.budget = budget
+        self.max_resumes = max_resumes
+        self.goal = goal
+        self.router = _Router()
+        self.world = World()
+        self.store, self._close_store = _open_store_source(store)()
+        self._ids = itertools.count(1)
+        self._prefix = hashlib.sha1(os.urandom(8)).hexdigest()[:8]
+        self._baselines: dict[str, tuple[Baseline, _Outcome]] = {}
+
+    def close(self) -> None:
+        self.world.close()
+        if self._close_store:
+            self.store.close()
+
+    # -- one run of a plan under a fault plan ------------------------------------------------
+    def execute(self, plan: Plan, faults: FaultPlan, *, rerun: bool = True) -> _Outcome:
+        from reference_agent.offline import FakeMessagesAPI
+        from reference_agent.scripted import PlanModel
+
+        timeline = Timeline()
+        injector = FaultInjector(faults, timeline)
+        injector.strict_tools = faults.size == 0
+        api = FakeMessagesAPI(PlanModel(plan), validate=True)
+        cached = self._baselines.get(canonical(plan.to_dict()))
+        limit_requests = request_budget(plan, faults, None if cached is None else cached[0].requests)
+        requests = [0, limit_requests]
+
+        def guard(event: str, index: int, body: Any) -> None:
+            if event == "request" and is_generation(body):
+                requests[0] += 1
+                if requests[0] > requests[1]:
+                    raise _Runaway(
+                        f"{requests[0]} model requests, more than the {requests[1]} this scenario may "
+                        "make (a multiple of its crash-free run's)"
+                    )
+
+        api.add_hook(guard)
+        api.add_hook(injector.model_hook)
+        injector.api_sink = lambda kind: api.fail_next(kind)  # type: ignore[arg-type]
+        self.router.use(api)
+        self.world.clear()
+        task_id = f"fuzz-{self._prefix}-{next(self._ids)}"
+        store = FaultyStore(self.store, injector, history=self.history)
+        tools = InstrumentedToolbox(self.tools, self.world, injector)
+        outcome = _Outcome(timeline, completed=False, answer=None, error=None)
+        limit = self.max_resumes if self.max_resumes is not None else faults.size + 3
+        quiet_errors = 0
+        try:
+            for _ in range(limit + 1):
+                faults_before = injector.crashes + len(timeline.of("api_fault", "store_outage"))
+                timeline.start_attempt()
+                injector.attempt_started()
+                api.clear_faults()
+                try:
+                    answer = self._call(task_id, store, tools)
+                except Crash as crash:
+                    timeline.add("attempt_end", outcome="crash", detail=str(crash))
+                    quiet_errors = 0
+                    continue
+                except _Runaway as exc:
+                    timeline.add("attempt_end", outcome="runaway", detail=str(exc))
+                    outcome.error = outcome.runaway = str(exc)
+                    break
+                except PlanInfeasible as exc:
+                    timeline.add("attempt_end", outcome="infeasible", detail=str(exc))
+                    outcome.infeasible = outcome.error = str(exc)
+                    break
+                except Exception as exc:
+                    detail = f"{type(exc).__name__}: {exc}"
+                    timeline.add("attempt_end", outcome="error", detail=detail)
+                    outcome.error = detail
+                    faulted = injector.crashes + len(timeline.of("api_fault", "store_outage")) > faults_before
+                    quiet_errors = 0 if faulted else quiet_errors + 1
+                    # Twice the same failure with no fault in between: resuming again
+                    # would not change anything.
+                    if quiet_errors >= 2:
+                        break
+                    continue
+                if self._still_running(task_id, timeline):
+                    timeline.add("attempt_end", outcome="stopped", detail=str(answer))
+                    continue
+                timeline.add("attempt_end", outcome="answer", detail=str(answer))
+                outcome.completed, outcome.answer, outcome.error = True, answer, None
+                break
+            if outcome.completed and rerun:
+                injector.plan = FaultPlan()
+                injector.disarm()
+                outcome.rerun_from = len(timeline)
+                # Its own budget: an agent that forgot the completion may do it all again.
+                requests[:] = [0, requests[0] + 8]
+                timeline.start_attempt("the completed task, run again")
+                try:
+                    outcome.rerun_answer = self._call(task_id, store, tools)
+                    timeline.add("attempt_end", outcome="answer", detail=str(outcome.rerun_answer))
+                except (Exception, _Runaway) as exc:
+                    outcome.rerun_answer = None
+                    timeline.add("attempt_end", outcome="error", detail=f"{type(exc).__name__}: {exc}")
+        finally:
+            self.store.delete(task_id)
+        outcome.hits = injector.hits
+        outcome.crashes = injector.crashes
+        return outcome
+
+    def _call(self, task_id: str, store: FaultyStore, tools: InstrumentedToolbox) -> Any:
+        if self.is_async:
+            async_client = self.router.async_client()
+
+            async def main() -> Any:
+                try:
+                    return await self.run(task_id, self.goal, client=async_client, store=store, tools=tools)
+                finally:
+                    await async_client.close()
+
+            return asyncio.run(main())
+        client: Any = _DirectClient(self.router) if self.client_path == "direct" else self.router.client()
+        return self.run(task_id, self.goal, client=client, store=store, tools=tools)
+
+    def _still_running(self, task_id: str, timeline: Timeline) -> bool:
+        # An agent that returns while its checkpoint says "running" stopped cleanly
+        # (a store outage, a budget) rather than finished: resume it.
+        saves = timeline.of("store_save")
+        if saves and saves[-1].data.get("status") == "completed" and saves[-1].attempt == timeline.attempt:
+            return False
+        try:
+            checkpoint = self.store.load(task_id)
+        except Exception:
+            return False
+        return checkpoint is not None and checkpoint.status == "running"
+
+    # -- the crash-free run of a plan --------------------------------------------------------
+    def baseline(self, plan: Plan) -> tuple[Baseline, _Outcome]:
+        key = canonical(plan.to_dict())
+        cached = self._baselines.get(key)
+        if cached is None:
+            outcome = self.execute(plan, FaultPlan())
+            # The crash-free run up to its completion: the re-run of the completed task is
+            # judged by completed_idempotent alone.
+            main = outcome.main()
+            baseline = Baseline(
+                answer=outcome.answer,
+                effects=effect_counts(main),
+                model_turns=model_turns(main),
+                timeline=outcome.timeline,
+                requests=len(main.of("model_request")),
+            )
+            cached = (baseline, outcome)
+            if len(self._baselines) > 512:
+                self._baselines.clear()
+            self._baselines[key] = cached
+        return cached
+
+

@@ -1,0 +1,421 @@
+"""The Hypothesis search over plans and fault plans, session settings and statistics."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import os
+import threading
+import warnings
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ._judge import OracleFailure, _evaluate, _order, _unreproducible, _Verdict
+from ._scenario import _Executor, _Outcome
+from ._shrink import _minimize
+from .faults import (
+    FaultPlan,
+)
+from .oracles import (
+    Advice,
+    UnsafeTool,
+    Violation,
+    canonical,
+)
+
+if TYPE_CHECKING:
+    from hypothesis.database import ExampleDatabase
+    from hypothesis.strategies import SearchStrategy
+
+    from reference_agent.scripted import Plan
+
+# -- profiles and session configuration -----------------------------------------------------
+@dataclass(frozen=True)
+class Profile:
+    """How hard ``fuzz`` tries by default: examples per call and faults per run."""
+
+    name: str
+    max_examples: int
+    max_crashes: int = 3
+
+
+#: ``quick`` (default: finds the known bugs in seconds), ``ci``, ``nightly``.
+PROFILES: dict[str, Profile] = {
+    "quick": Profile("quick", max_examples=200),
+    "ci": Profile("ci", max_examples=500),
+    "nightly": Profile("nightly", max_examples=100_000, max_crashes=4),
+}
+
+
+@dataclass
+class _Session:
+    profile: Profile = PROFILES["quick"]
+    examples: int | None = None
+    seed: int | None = None
+    database: ExampleDatabase | None = None
+
+
+_session = _Session()
+
+
+def configure(
+    *,
+    profile: str | None = None,
+    examples: int | None = None,
+    seed: int | None = None,
+    database: ExampleDatabase | None = None,
+) -> None:
+    """Session-wide defaults for ``fuzz`` (the pytest options call this).
+
+    >>> configure(profile="ci"); configure(profile="quick")
+    """
+    if profile is not None:
+        if profile not in PROFILES:
+            raise ValueError(f"profile: unknown {profile!r}; choose from {', '.join(PROFILES)}")
+        _session.profile = PROFILES[profile]
+    if examples is not None:
+        if examples < 1:
+            raise ValueError(f"examples must be >= 1, not {examples}")
+        _session.examples = examples
+    if seed is not None:
+        _session.seed = seed
+    if database is not None:
+        _session.database = database
+
+
+def _env_profile() -> None:
+    name = os.environ.get("AGENTCKPT_PROFILE")
+    if name and name in PROFILES:
+        _session.profile = PROFILES[name]
+
+
+_env_profile()
+
+
+class NotCheckableWarning(UserWarning):
+    """An oracle could not judge the agent (it did not pass): the report says why."""
+
+
+class UnsafeToolWarning(UserWarning):
+    """A tool's effect was repeated because it gives no agent a way to know its outcome."""
+
+
+@dataclass
+class FuzzReport:
+    """What a passing ``fuzz`` call did.
+
+    ``unsafe_tools``: tools whose effect was repeated because no agent could know its
+    outcome. ``not_checkable``: oracles that could not judge this agent, with why (say,
+    the checkpoints hold no message history where the harness looks). ``advice``: what
+    the agent could do better that is not a violation.
+    """
+
+    examples: int
+    stats: FuzzStats
+    unsafe_tools: list[UnsafeTool]
+    not_checkable: dict[str, str] = field(default_factory=dict)
+    advice: list[Advice] = field(default_factory=list)
+
+
+# -- statistics -----------------------------------------------------------------------------
+@dataclass
+class FuzzStats:
+    """What the harness did: the terminal summary prints the session's total."""
+
+    scenarios: int = 0
+    fault_points_hit: Counter[str] = field(default_factory=Counter)
+    crashes: int = 0
+    api_faults: int = 0
+    store_faults: int = 0
+    resumes: int = 0
+    requests_validated: int = 0
+    effects_checked: int = 0
+    violations: Counter[str] = field(default_factory=Counter)
+    unsafe_tools: set[str] = field(default_factory=set)
+
+    def merge(self, other: FuzzStats) -> None:
+        """Add ``other``'s counts to these."""
+        self.scenarios += other.scenarios
+        self.fault_points_hit.update(other.fault_points_hit)
+        self.crashes += other.crashes
+        self.api_faults += other.api_faults
+        self.store_faults += other.store_faults
+        self.resumes += other.resumes
+        self.requests_validated += other.requests_validated
+        self.effects_checked += other.effects_checked
+        self.violations.update(other.violations)
+        self.unsafe_tools |= other.unsafe_tools
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form (pytest-xdist sends it from workers)."""
+        return {
+            "scenarios": self.scenarios,
+            "fault_points_hit": dict(self.fault_points_hit),
+            "crashes": self.crashes,
+            "api_faults": self.api_faults,
+            "store_faults": self.store_faults,
+            "resumes": self.resumes,
+            "requests_validated": self.requests_validated,
+            "effects_checked": self.effects_checked,
+            "violations": dict(self.violations),
+            "unsafe_tools": sorted(self.unsafe_tools),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FuzzStats:
+        """The inverse of :meth:`to_dict`."""
+        return cls(
+            scenarios=int(data.get("scenarios", 0)),
+            fault_points_hit=Counter(data.get("fault_points_hit", {})),
+            crashes=int(data.get("crashes", 0)),
+            api_faults=int(data.get("api_faults", 0)),
+            store_faults=int(data.get("store_faults", 0)),
+            resumes=int(data.get("resumes", 0)),
+            requests_validated=int(data.get("requests_validated", 0)),
+            effects_checked=int(data.get("effects_checked", 0)),
+            violations=Counter(data.get("violations", {})),
+            unsafe_tools=set(data.get("unsafe_tools", ())),
+        )
+
+
+_stats = FuzzStats()
+_stats_lock = threading.Lock()
+
+
+def stats() -> FuzzStats:
+    """The running total of every ``fuzz`` call in this process."""
+    return _stats
+
+
+def _plan_strategy(tools: Any, plans: Any, max_steps: int, max_parallel: int) -> SearchStrategy[Plan]:
+    from hypothesis import strategies as st
+    from hypothesis.strategies import SearchStrategy
+
+    from reference_agent.scripted import Plan
+
+    from .strategies import plans as plans_over
+
+    if plans is None:
+        return plans_over(tools, max_steps=max_steps, max_parallel=max_parallel)
+    if isinstance(plans, SearchStrategy):
+        return plans
+    if isinstance(plans, Plan):
+        return st.just(plans)
+    chosen = list(plans)
+    if not chosen or not all(isinstance(p, Plan) for p in chosen):
+        raise ValueError("plans must be a strategy of Plan, or a non-empty list of Plan")
+    return st.sampled_from(chosen)
+
+
+def _fuzz_with(
+    executor: _Executor,
+    agent: Callable[..., Any],
+    tools: Any,
+    *,
+    examples: int,
+    crashes_max: int,
+    kinds: frozenset[str],
+    deadline: float | _dt.timedelta | None,
+    plans: Any,
+    seed: int | None,
+    budget: int | None,
+    max_steps: int,
+    max_parallel: int,
+    unsafe_tools: str,
+    database: ExampleDatabase | None,
+    shrink: bool = True,
+) -> FuzzReport:
+    from hypothesis import HealthCheck, Phase, given, reject, settings
+    from hypothesis import seed as hypothesis_seed
+    from hypothesis import strategies as st
+    from hypothesis.errors import Flaky, Unsatisfiable
+
+    from .fake_api import instant_retries
+    from .strategies import fault_plans
+
+    plan_strategy = _plan_strategy(tools, plans, max_steps, max_parallel)
+    fault_strategy = fault_plans(max_crashes=crashes_max, kinds=kinds)
+    local = FuzzStats()
+    first_failure: list[int] = []
+    infeasible: list[str] = []
+    unsafe_found: dict[tuple[str, str], UnsafeTool] = {}
+    not_checkable: dict[str, str] = {}
+    advice: dict[str, Advice] = {}
+    # The smallest failing verdict seen for each oracle, and verdicts that did not reproduce.
+    smallest: dict[str, _Verdict] = {}
+    unstable: list[tuple[_Verdict, _Verdict]] = []
+    last_failed: list[_Verdict] = []
+    test_id = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" ", 1)[0]
+    effective_seed = seed
+    if effective_seed is None and _session.seed is not None:
+        # The session seed (printed in the report header) reproduces every fuzz call.
+        digest = hashlib.sha256(f"{_session.seed}:{test_id}".encode()).digest()
+        effective_seed = int.from_bytes(digest[:4], "big")
+    reproduce = (
+        f"fuzz(..., seed={effective_seed})" if effective_seed is not None else "see the @reproduce_failure line below"
+    )
+    if test_id and _session.seed is not None and seed is None:
+        reproduce = f"pytest '{test_id}' --agentckpt-seed={_session.seed}  (or {reproduce})"
+
+    def remember(verdict: _Verdict) -> None:
+        for oracle in verdict.oracles:
+            best = smallest.get(oracle)
+            if best is None or _size(verdict) < _size(best):
+                smallest[oracle] = verdict
+
+    def check(scenario: tuple[Plan, FaultPlan]) -> None:
+        plan, faults = scenario
+        verdict = _evaluate(executor, plan, faults, budget)
+        if verdict.outcome.infeasible is not None:
+            infeasible[:] = [verdict.outcome.infeasible]
+            reject()
+        _count(local, verdict.outcome, verdict.violations)
+        for tool in verdict.unsafe:
+            local.unsafe_tools.add(tool.tool)
+            unsafe_found.setdefault((tool.tool, canonical(tool.input)), tool)
+        for oracle, reason in verdict.not_checkable.items():
+            not_checkable.setdefault(oracle, reason)
+        for item in verdict.advice:
+            advice.setdefault(item.topic, item)
+        if verdict.violations:
+            # Agents with threads or tasks are nondeterministic: the first failure counts
+            # only if the same scenario, run again, gives it again. (While Hypothesis
+            # shrinks, it replays failures itself; a Flaky from it is converted below.)
+            if not first_failure:
+                again = _evaluate(executor, plan, faults, budget)
+                if again.oracles != verdict.oracles:
+                    unstable.append((verdict, again))
+                    return
+            remember(verdict)
+            last_failed[:] = [verdict]
+            first_failure[:] = first_failure or [local.scenarios]
+            raise verdict.failure(reproduce, found_after=first_failure[0])
+
+    check._hypothesis_internal_add_digest = hashlib.sha256(  # type: ignore[attr-defined]
+        f"{getattr(agent, '__module__', '')}.{getattr(agent, '__qualname__', repr(agent))}:"
+        f"{sorted(executor.flags)}:{test_id}".encode()
+    ).digest()
+    chosen_settings: dict[str, Any] = {
+        "max_examples": examples,
+        "deadline": deadline,
+        "print_blob": True,
+        "report_multiple_bugs": False,
+        "suppress_health_check": list(HealthCheck),
+    }
+    if not shrink:
+        chosen_settings["phases"] = [Phase.explicit, Phase.reuse, Phase.generate]
+    db = database or _session.database
+    if db is not None:
+        chosen_settings["database"] = db
+    test = settings(**chosen_settings)(given(st.tuples(plan_strategy, fault_strategy))(check))
+    if effective_seed is not None:
+        test = hypothesis_seed(effective_seed)(test)
+    try:
+        with instant_retries(0.0):
+            try:
+                test()
+            except Unsatisfiable:
+                raise ValueError(
+                    "fuzz: almost every plan drawn over these tools failed without any fault, so "
+                    f"there is nothing to crash: {infeasible[0] if infeasible else 'tool errors'}. "
+                    "Give the tools inputs they accept (tighter input_schema: enum, pattern) or "
+                    "pass plans= that work"
+                ) from None
+            except OracleFailure as failure:
+                raise _every_oracle(
+                    executor, budget, failure, smallest, reproduce, runs=150 if shrink else 16
+                ) from None
+            except Flaky:
+                # The last failing scenario did not fail again when Hypothesis replayed it.
+                if not last_failed:
+                    raise
+                failed = last_failed[0]
+                again = _evaluate(executor, failed.plan, failed.faults, budget)
+                raise _unreproducible(failed, again, reproduce, found_after=first_failure[0]) from None
+    finally:
+        with _stats_lock:
+            _stats.merge(local)
+    if unstable:
+        failed, again = unstable[0]
+        raise _unreproducible(failed, again, reproduce, found_after=None)
+    found = list(unsafe_found.values())
+    if found and unsafe_tools == "error":
+        raise AssertionError("agentckpt: unsafe tools\n" + "\n".join(t.describe() for t in found))
+    if found and unsafe_tools == "warn":
+        for tool in found[:3]:
+            warnings.warn(tool.describe(), UnsafeToolWarning, stacklevel=3)
+    for oracle, reason in not_checkable.items():
+        warnings.warn(f"agentckpt: {oracle} was not checkable: {reason}", NotCheckableWarning, stacklevel=3)
+    return FuzzReport(
+        examples=local.scenarios,
+        stats=local,
+        unsafe_tools=found,
+        not_checkable=not_checkable,
+        advice=list(advice.values()),
+    )
+
+
+def _size(verdict: _Verdict) -> tuple[int, int, int]:
+    plan = verdict.plan
+    return (verdict.faults.size, len(plan.steps), sum(len(step.calls) for step in plan.steps))
+
+
+def _every_oracle(
+    executor: _Executor,
+    budget: int | None,
+    failure: OracleFailure,
+    smallest: Mapping[str, _Verdict],
+    reproduce: str,
+    *,
+    runs: int,
+) -> OracleFailure:
+    """The failure with every distinct oracle that failed, each with its smallest example.
+
+    Hypothesis shrinks towards whatever fails most simply; an oracle that only a larger
+    scenario breaks would be hidden behind it, so each gets its own bounded shrink.
+    """
+    lead = sorted(smallest, key=_order)[0] if smallest else failure.oracle
+    start = smallest.get(lead)
+    best = _minimize(executor, budget, start if start is not None else failure, max_runs=runs, oracle=lead)
+    if best is None:
+        best = start
+    if best is None:
+        return failure
+    others: list[_Verdict] = []
+    for oracle in sorted(smallest, key=_order):
+        if oracle == lead:
+            continue
+        if oracle in best.oracles and best.faults.size == 0:
+            continue  # the lead example already shows it, with no fault at all
+        smaller = _minimize(executor, budget, smallest[oracle], max_runs=max(runs // 4, 8), oracle=oracle)
+        others.append(smaller if smaller is not None else _led_by(smallest[oracle], oracle))
+    better = best.failure(reproduce, found_after=failure.found_after, minimized=True, others=others)
+    for note in getattr(failure, "__notes__", ()):
+        better.add_note(note)
+    return better
+
+
+def _led_by(verdict: _Verdict, oracle: str) -> _Verdict:
+    first = [v for v in verdict.violations if v.oracle == oracle]
+    rest = [v for v in verdict.violations if v.oracle != oracle]
+    return _Verdict(
+        verdict.plan, verdict.faults, verdict.outcome, first + rest, verdict.unsafe, verdict.crash_free,
+        verdict.not_checkable, verdict.advice,
+    )
+
+
+def _count(local: FuzzStats, outcome: _Outcome, violations: Sequence[Violation]) -> None:
+    timeline = outcome.timeline
+    local.scenarios += 1
+    local.fault_points_hit.update(outcome.hits)
+    local.crashes += outcome.crashes
+    local.api_faults += len(timeline.of("api_fault"))
+    local.store_faults += len(timeline.of("store_outage", "store_delay"))
+    local.resumes += max(0, timeline.attempt - 1 - (1 if outcome.rerun_from is not None else 0))
+    local.requests_validated += len(timeline.of("model_request"))
+    local.effects_checked += len(timeline.of("effect"))
+    for violation in violations[:1]:
+        local.violations[violation.oracle] += 1
+

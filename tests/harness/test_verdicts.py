@@ -1,0 +1,226 @@
+"""The harness's verdicts hold for agents unlike ours: a crash ends the whole attempt, only
+generations are model calls, the end of an attempt puts an unrecorded effect in doubt, hints
+follow the timeline, repeat-safe tools never duplicate, runaways and nondeterministic verdicts
+are reported as such."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+from collections import Counter
+from typing import Any
+
+import pytest
+from hypothesis.database import InMemoryExampleDatabase
+
+from pytest_agentckpt.faults import (
+    Crash,
+    CrashAt,
+    FaultInjector,
+    FaultPlan,
+    FaultyStore,
+    InstrumentedToolbox,
+)
+from pytest_agentckpt.harness import NondeterministicFailure, OracleFailure, fuzz
+from pytest_agentckpt.oracles import (
+    Baseline,
+    ToolFlags,
+    effects_in_doubt,
+    no_duplicate_effect,
+    valid_sequence,
+)
+from pytest_agentckpt.timeline import Timeline
+from reference_agent.validation import InvalidHistoryError, validate_messages
+from reference_agent.world import World
+from stores import open_store
+from tests.zoo.agents import AsyncToolbox
+
+from .toolkit import toolbox
+
+
+def _instrumented(plan: FaultPlan, tools: Any = None) -> tuple[InstrumentedToolbox, FaultInjector, World]:
+    world = World()
+    injector = FaultInjector(plan)
+    injector.timeline.start_attempt()
+    return InstrumentedToolbox(tools or toolbox(), world, injector), injector, world
+
+
+# -- 3: a crash ends the whole attempt ---------------------------------------------------------
+def test_after_a_crash_every_call_of_the_attempt_from_any_thread_raises_and_does_nothing() -> None:
+    tools, injector, world = _instrumented(FaultPlan((CrashAt("after_tool_effect", 1),)))
+    with pytest.raises(Crash):
+        tools.call("write_record", {"key": "a"}, idempotency_key="k1")
+    raised: list[BaseException] = []
+
+    def sibling() -> None:
+        try:
+            tools.call("send_email", {"to": "ann"})
+        except BaseException as exc:
+            raised.append(exc)
+
+    thread = threading.Thread(target=sibling)
+    thread.start()
+    thread.join()
+    assert len(raised) == 1 and isinstance(raised[0], Crash)
+    store = FaultyStore(open_store("memory://"), injector)
+    with pytest.raises(Crash):
+        store.load("t")
+    with pytest.raises(Crash):
+        injector.model_hook("request", 0, {"max_tokens": 8, "messages": []})
+    assert [e.tool for e in world.effects()] == ["write_record"]  # the sibling did nothing
+    assert [e.data["tool"] for e in injector.timeline.of("tool_call")] == ["write_record"]
+    injector.attempt_started()  # the next attempt is alive again
+    assert not tools.call("send_email", {"to": "ann"}).is_error
+    world.close()
+
+
+def test_a_crash_inside_an_async_tool_ends_the_attempt_for_its_gathered_siblings() -> None:
+    tools, _injector, world = _instrumented(FaultPlan((CrashAt("after_tool_effect", 1),)), AsyncToolbox(toolbox()))
+
+    async def batch() -> Any:
+        return await asyncio.gather(
+            tools.call("send_email", {"to": "ann"}), tools.call("send_email", {"to": "bob"})
+        )
+
+    with pytest.raises(Crash):
+        asyncio.run(batch())
+    assert [e.input for e in world.effects()] == [{"to": "ann"}]
+    world.close()
+
+
+def test_an_async_tool_without_faults_answers_and_records_its_effect() -> None:
+    tools, injector, world = _instrumented(FaultPlan(), AsyncToolbox(toolbox()))
+
+    async def one() -> Any:
+        return await tools.call("write_record", {"key": "a"}, idempotency_key="k")
+
+    assert asyncio.run(one()).content == "record a written"
+    assert asyncio.run(one()).content == "record a written"  # the key is honoured
+    assert len(world.effects()) == 1
+    assert len(injector.timeline.of("effect")) == 1
+    world.close()
+
+
+# -- 4: only generations are model calls ---------------------------------------------------------
+def test_count_tokens_meets_no_fault_point_and_is_not_a_model_request() -> None:
+    injector = FaultInjector(FaultPlan((CrashAt("before_model_call", 1),)))
+    injector.timeline.start_attempt()
+    injector.model_hook("request", 0, {"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+    assert injector.timeline.of("model_request") == [] and injector.hits == Counter()
+    with pytest.raises(Crash):
+        injector.model_hook("request", 1, {"model": "m", "max_tokens": 8, "messages": []})
+
+
+# -- 2: the end of an attempt puts an unrecorded effect in doubt -----------------------------
+def _send_twice(end: str, asked: int) -> Timeline:
+    t = Timeline()
+    t.start_attempt()
+    t.add("model_response", index=1, status=200, tool_uses=[("t1", "send", {"to": "a"})], text="")
+    t.add("effect", tool="send", input={"to": "a"}, key=None)
+    t.add("attempt_end", outcome=end, detail="")
+    t.start_attempt()
+    if asked > 1:
+        t.add("model_response", index=2, status=200, tool_uses=[("t2", "send", {"to": "a"})], text="")
+    t.add("effect", tool="send", input={"to": "a"}, key=None)
+    return t
+
+
+def _baseline(effects: dict[tuple[str, str], int]) -> Baseline:
+    return Baseline(answer="done", effects=Counter(effects), model_turns=1, timeline=Timeline())
+
+
+SEND = ("send", '{"to":"a"}')
+
+
+@pytest.mark.parametrize("end", ["crash", "error", "stopped"])
+def test_an_effect_then_the_end_of_the_attempt_is_in_doubt_not_the_agents_bug(end: str) -> None:
+    timeline = _send_twice(end, asked=2)
+    assert len(effects_in_doubt(timeline)) == 1
+    violations, unsafe = no_duplicate_effect(timeline, _baseline({SEND: 1}), {"send": ToolFlags(True, False)}, completed=True)
+    assert violations == [] and [u.tool for u in unsafe] == ["send"]
+
+
+def test_an_action_performed_more_often_than_the_model_asked_is_always_the_agents_bug() -> None:
+    timeline = _send_twice("error", asked=1)
+    violations, unsafe = no_duplicate_effect(timeline, _baseline({SEND: 1}), {"send": ToolFlags(True, False)}, completed=True)
+    assert [v.oracle for v in violations] == ["no_duplicate_effect"] and unsafe == []
+    assert "asked for it 1 time" in violations[0].message
+
+
+# -- 10: repeat-safe tools -------------------------------------------------------------------------
+def test_a_repeat_of_a_repeat_safe_tool_is_never_a_duplicate() -> None:
+    timeline = _send_twice("error", asked=1)
+    flags = {"send": ToolFlags(True, False, repeat_safe=True)}
+    violations, unsafe = no_duplicate_effect(timeline, _baseline({SEND: 1}), flags, completed=True)
+    assert violations == [] and unsafe == []
+    assert flags["send"].kind == "repeat-safe"
+
+
+def test_the_harness_reads_repeat_safe_from_the_toolbox_spec() -> None:
+    from pytest_agentckpt._scenario import _tool_flags
+
+    class Spec:
+        irreversible, idempotent, repeat_safe = True, False, True
+
+    class Box:
+        def definitions(self) -> list[dict[str, Any]]:
+            return [{"name": "put"}]
+
+        def spec(self, name: str) -> Spec:
+            return Spec()
+
+    assert _tool_flags(Box()) == {"put": ToolFlags(True, False, repeat_safe=True)}
+
+
+# -- 5: hints follow the timeline ---------------------------------------------------------------------
+def test_a_crash_free_invalid_history_never_blames_repair_after_a_crash() -> None:
+    t = Timeline()
+    t.start_attempt()
+    t.add("model_request", index=1, messages=[{"role": "assistant", "content": "x"}])
+    (violation,) = valid_sequence(t, validate_messages, error_type=InvalidHistoryError)
+    assert "after a crash" not in violation.message and "No crash came before it" in violation.message
+
+
+# -- 9: runaways --------------------------------------------------------------------------------
+def _runaway(task_id: str, goal: str, *, client: Any, store: Any, tools: Any) -> str:
+    while True:  # never accepts the answer
+        client.messages.create(model="m", max_tokens=64, messages=[{"role": "user", "content": goal}])
+
+
+def test_a_runaway_agent_is_stopped_early_and_reported_once_with_its_plan() -> None:
+    with pytest.raises(OracleFailure) as caught:
+        fuzz(_runaway, toolbox(), seed=1, max_examples=20, database=InMemoryExampleDatabase(), client="direct")
+    failure = caught.value
+    assert failure.oracle == "runaway" and failure.oracles == ["runaway"]
+    report = str(failure)
+    assert report.count("harness check runaway failed") == 1 and "plan:" in report
+    assert "more than the 12 this scenario may make" in report  # a plan of no steps: 12, not 400
+
+
+# -- 6: nondeterministic verdicts ----------------------------------------------------------------
+def _flip_flop_agent() -> Any:
+    """Sound, but every other resumed run changes its answer: the verdict of a scenario
+    with a crash flips between one run and the next (as thread races make it flip)."""
+    from tests.zoo.agents import SOUND
+
+    sound = SOUND["threads"]
+    resumed_runs = itertools.count()
+
+    def run(task_id: str, goal: str, *, client: Any, store: Any, tools: Any) -> str:
+        before = store.load(task_id)
+        answer = sound(task_id, goal, client=client, store=store, tools=tools)
+        resumed = before is not None and before.status == "running"
+        return answer + (" (again)" if resumed and next(resumed_runs) % 2 == 0 else "")
+
+    return run
+
+
+def test_a_verdict_that_does_not_reproduce_is_reported_as_nondeterministic_with_both_timelines() -> None:
+    with pytest.raises(NondeterministicFailure) as caught:
+        fuzz(_flip_flop_agent(), toolbox(), seed=5, max_examples=60, database=InMemoryExampleDatabase(),
+             client="direct", unsafe_tools="ignore")
+    report = str(caught.value)
+    assert report.startswith("agentckpt: nondeterministic verdict")
+    assert "=== the failing run ===" in report and "=== the same scenario, run again ===" in report
+    assert "Flaky" not in type(caught.value).__name__

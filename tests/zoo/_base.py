@@ -1,0 +1,203 @@
+"""The false-alarm zoo's common ground: a write-ahead ledger and one checkpointed loop whose
+design choices (how tools run, how state is kept, what a store failure does, what happens
+on completion) each zoo agent makes differently from the reference agent.
+
+Each design comes with ``bug=`` switches: the sound agent has none; its buggy twin turns on
+one, which the harness must still catch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from stores import ActionRecord, Checkpoint, CheckpointStore, RecordedResult
+
+UNKNOWN = "OUTCOME UNKNOWN: the run ended before this action's outcome was recorded; check before doing it again."
+
+
+def key_for(task_id: str, tool_use_id: str) -> str:
+    return "z-" + hashlib.sha256(f"{task_id}:{tool_use_id}".encode()).hexdigest()[:16]
+
+
+def tool_uses(content: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [b for b in content if b.get("type") == "tool_use"]
+
+
+def text_of(content: list[dict[str, Any]]) -> str:
+    return "".join(b.get("text", "") for b in content if b.get("type") == "text")
+
+
+class Loop:
+    """A sound checkpointed loop; subclasses change one design choice each.
+
+    Write-ahead for irreversible tools: intents saved before the batch runs, outcomes
+    and the results saved together after it; on resume a recorded outcome is reused, a
+    keyed intent is re-run with its key, an unkeyed one is answered "outcome unknown".
+    """
+
+    max_iterations = 40
+    #: Saves retried on a store failure before the agent gives up (raises).
+    save_attempts = 3
+    #: Bugs: re-run an unkeyed intent on resume; answer only the first pending call on
+    #: resume; reset the iteration count on resume; re-ask the model for a stored reply.
+    rerun_unkeyed_intent = False
+    answer_first_pending_only = False
+    iteration_resets = False
+    reask_stored_reply = False
+    no_intent = False
+
+    def __init__(self, task_id: str, goal: str, client: Any, store: CheckpointStore, tools: Any) -> None:
+        self.task_id, self.goal, self.client, self.store, self.tools = task_id, goal, client, store, tools
+        self.cp = Checkpoint(task_id=task_id, goal=goal)
+        self.history: list[dict[str, Any]] = []
+
+    # -- state: where the history lives (own-state agents override) ------------------------
+    def read_history(self, cp: Checkpoint) -> list[dict[str, Any]]:
+        return list(cp.messages)
+
+    def write_history(self) -> None:
+        self.cp.messages = list(self.history)
+
+    def save(self) -> None:
+        self.write_history()
+        for attempt in range(self.save_attempts):
+            try:
+                self.cp = self.store.save(self.cp)
+                return
+            except Exception:
+                if attempt == self.save_attempts - 1:
+                    raise
+                time.sleep(0)
+
+    # -- the loop --------------------------------------------------------------------------
+    def run(self) -> str:
+        self.before_load()
+        loaded = self.store.load(self.task_id)
+        if loaded is None:
+            self.history = [{"role": "user", "content": self.goal}]
+            self.save()
+        else:
+            self.cp = loaded
+            self.history = self.read_history(loaded)
+            if loaded.status == "completed":
+                return loaded.final_answer or ""
+            if self.iteration_resets:
+                self.cp.iteration = 0
+            self.resume()
+        while self.cp.iteration < self.max_iterations:
+            reply = self.client.messages.create(
+                model="zoo-agent", max_tokens=1024, messages=self.history, tools=self.tools.definitions()
+            )
+            content = [block.model_dump(mode="json", exclude_none=True) for block in reply.content]
+            self.cp.iteration += 1
+            self.history.append({"role": "assistant", "content": content})
+            uses = tool_uses(content)
+            if not uses:
+                return self.complete(text_of(content))
+            self.save()
+            self.answer(uses)
+        raise RuntimeError("iteration budget exhausted")
+
+    def before_load(self) -> None:
+        """What the agent does before it looks at its checkpoint (count_tokens agents)."""
+
+    def complete(self, answer: str) -> str:
+        self.cp.status, self.cp.final_answer = "completed", answer
+        self.save()
+        return answer
+
+    def resume(self) -> None:
+        last = self.history[-1] if self.history else None
+        if last is None or last["role"] != "assistant" or isinstance(last["content"], str):
+            return
+        uses = tool_uses(last["content"])
+        if not uses:
+            return
+        if self.reask_stored_reply:
+            self.history.pop()  # BUG: asks the model again for a reply the checkpoint holds
+            return
+        if self.answer_first_pending_only:
+            uses = uses[:1]  # BUG: the other calls of the batch stay unanswered
+        self.answer(uses)
+
+    def answer(self, uses: list[dict[str, Any]]) -> None:
+        """Answer ``uses`` (the last assistant message's calls) with one user message."""
+        results, to_run = self.prepare(uses)
+        self.finish(uses, results, to_run, self.run_batch(to_run))
+
+    def prepare(self, uses: list[dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+        """Settle what the ledger already knows; record (and save) the new intents."""
+        results: dict[str, dict[str, Any]] = {}
+        to_run: list[dict[str, Any]] = []
+        new_intent = False
+        for use in uses:
+            spec = self.tools.spec(use["name"])
+            record = self.cp.action(use["id"])
+            if not spec.irreversible or self.no_intent:
+                to_run.append(use)
+            elif record is not None and record.state == "done" and record.result is not None:
+                results[use["id"]] = {
+                    "type": "tool_result", "tool_use_id": use["id"], "content": record.result.content,
+                    **({"is_error": True} if record.result.is_error else {}),
+                }
+            elif record is not None and not spec.idempotent and not self.rerun_unkeyed_intent:
+                record.state = "unknown"
+                results[use["id"]] = {"type": "tool_result", "tool_use_id": use["id"], "content": UNKNOWN, "is_error": True}
+            else:
+                if record is None:
+                    self.cp.actions.append(
+                        ActionRecord(tool_use_id=use["id"], tool_name=use["name"], input=use["input"],
+                                     idempotency_key=key_for(self.task_id, use["id"]))
+                    )
+                    new_intent = True
+                to_run.append(use)
+        if new_intent:
+            self.save()
+        return results, to_run
+
+    def finish(
+        self,
+        uses: list[dict[str, Any]],
+        results: dict[str, dict[str, Any]],
+        to_run: list[dict[str, Any]],
+        outputs: list[Any],
+    ) -> None:
+        for use, result in zip(to_run, outputs, strict=True):
+            record = self.cp.action(use["id"])
+            if record is not None:
+                record.state = "done"
+                record.result = RecordedResult(content=result.content, is_error=result.is_error)
+            results[use["id"]] = result.to_block(use["id"])
+        self.history.append({"role": "user", "content": [results[u["id"]] for u in uses]})
+        self.save()
+
+    def call(self, use: dict[str, Any]) -> Any:
+        return self.tools.call(use["name"], use["input"], idempotency_key=key_for(self.task_id, use["id"]))
+
+    def run_batch(self, uses: list[dict[str, Any]]) -> list[Any]:
+        return [self.call(use) for use in uses]
+
+
+class Threaded(Loop):
+    """Runs a tool batch in a thread pool."""
+
+    def run_batch(self, uses: list[dict[str, Any]]) -> list[Any]:
+        if not uses:
+            return []
+        with ThreadPoolExecutor(max_workers=len(uses)) as pool:
+            return list(pool.map(self.call, uses))
+
+
+def agent(cls: type[Loop], **switches: Any) -> Callable[..., str]:
+    """``run(task_id, goal, *, client, store, tools)`` for a design (and its bugs)."""
+    design = type(cls.__name__, (cls,), switches) if switches else cls
+
+    def run(task_id: str, goal: str, *, client: Any, store: CheckpointStore, tools: Any) -> str:
+        return design(task_id, goal, client, store, tools).run()
+
+    run.__qualname__ = f"{cls.__name__}{'_' + '_'.join(sorted(switches)) if switches else ''}"
+    return run

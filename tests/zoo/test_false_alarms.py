@@ -1,0 +1,104 @@
+"""The false-alarm zoo: sound agents in designs unlike the reference agent's pass; each
+buggy twin is caught by the oracle its bug breaks, with a fault whenever the bug needs one.
+
+Every sound agent passes three seeds at the default example count (the ``quick`` profile).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis.database import InMemoryExampleDatabase
+
+from pytest_agentckpt.harness import NotCheckableWarning, OracleFailure, fuzz
+from tests.harness.toolkit import toolbox
+
+from .agents import SOUND, TWINS, AsyncToolbox, unwrap
+
+SEEDS = (1, 2, 3)
+
+
+def _tools(design: str) -> Any:
+    return AsyncToolbox(toolbox()) if design == "gather" else toolbox()
+
+
+#: What each design needs of fuzz: its glue.
+GLUE: dict[str, dict[str, Any]] = {
+    "threads": {},
+    "gather": {},
+    "count_tokens": {},
+    "stops_on_store_failure": {},
+    "forgets_completion": {"ignore_oracles": ["completed_idempotent"]},
+    "own_state": {"history": unwrap},
+}
+
+#: The oracle that catches each twin, and whether its bug needs a fault to show.
+CAUGHT_BY: dict[str, tuple[str, bool]] = {
+    "threads": ("valid_sequence", True),
+    "gather": ("no_duplicate_effect", True),
+    "count_tokens": ("completed_idempotent", False),
+    "stops_on_store_failure": ("no_duplicate_effect", True),
+    "forgets_completion": ("iteration_monotone", True),
+    "own_state": ("recorded_work_not_redone", True),
+}
+
+
+def _fuzz(run: Callable[..., Any], design: str, seed: int, **extra: Any) -> Any:
+    # The sync designs take the fast client (they use only create and count_tokens of the SDK).
+    client = {} if design == "gather" else {"client": "direct"}
+    return fuzz(
+        run, _tools(design), seed=seed, database=InMemoryExampleDatabase(), unsafe_tools="ignore",
+        **{**client, **GLUE[design], **extra},
+    )
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("design", sorted(SOUND))
+def test_a_sound_agent_of_each_design_passes(design: str, seed: int) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NotCheckableWarning)
+        report = _fuzz(SOUND[design], design, seed)
+    assert report.examples >= 50
+    assert report.not_checkable == {}
+
+
+@pytest.mark.parametrize("design", sorted(TWINS))
+def test_the_buggy_twin_of_each_design_is_caught_by_the_oracle_its_bug_breaks(design: str) -> None:
+    oracle, needs_fault = CAUGHT_BY[design]
+    with pytest.raises(OracleFailure) as caught:
+        _fuzz(TWINS[design], design, 20261201)
+    failure = caught.value
+    assert oracle in failure.oracles, str(failure)[:3000]
+    example = next(e for e in failure.examples if e.oracle == oracle)
+    if needs_fault:
+        assert example.fault_plan.size >= 1, str(failure)[:3000]
+    else:
+        assert example.fault_plan.size == 0
+
+
+def test_an_agent_with_its_own_state_format_is_not_checkable_without_the_history_hook() -> None:
+    with pytest.warns(NotCheckableWarning, match="recorded_work_not_redone"):
+        report = fuzz(
+            SOUND["own_state"], toolbox(), seed=1, max_examples=30, database=InMemoryExampleDatabase(),
+            unsafe_tools="ignore",
+        )
+    assert "recorded_work_not_redone" in report.not_checkable
+    assert "history=" in report.not_checkable["recorded_work_not_redone"]
+
+
+def test_an_agent_that_forgets_completion_fails_only_completed_idempotent() -> None:
+    with pytest.raises(OracleFailure) as caught:
+        fuzz(SOUND["forgets_completion"], toolbox(), seed=1, database=InMemoryExampleDatabase(), unsafe_tools="ignore")
+    # The re-run of the completed task redoes the work, which only completed_idempotent judges.
+    assert caught.value.oracles == ["completed_idempotent"], str(caught.value)[:3000]
+
+
+def test_an_agent_that_stops_on_a_store_failure_gets_advice_not_a_violation() -> None:
+    report = fuzz(
+        SOUND["stops_on_store_failure"], toolbox(), seed=2, database=InMemoryExampleDatabase(),
+        unsafe_tools="ignore", fault_kinds=["store_outage"],
+    )
+    assert any("retrying the outcome write" in a.describe() for a in report.advice), report.advice
