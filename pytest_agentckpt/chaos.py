@@ -305,9 +305,9 @@ class ChaosTest:
 
     def instrument_tools(self, tools: Any) -> InstrumentedToolbox:
         """``tools``, with calls and effects observed and crashing at the tool points."""
-        for definition in tools.definitions():
-            spec = tools.spec(definition["name"])
-            self.flags[definition["name"]] = ToolFlags(bool(spec.irreversible), bool(spec.idempotent))
+        from ._scenario import _tool_flags
+
+        self.flags.update(_tool_flags(tools))
         self.doors.add("tools")
         return InstrumentedToolbox(tools, self.world, self.injector)
 
