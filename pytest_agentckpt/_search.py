@@ -109,7 +109,9 @@ class FuzzReport:
     ``unsafe_tools``: tools whose effect was repeated because no agent could know its
     outcome. ``not_checkable``: oracles that could not judge this agent, with why (say,
     the checkpoints hold no message history where the harness looks). ``advice``: what
-    the agent could do better that is not a violation.
+    the agent could do better that is not a violation. ``single_crash_points`` and
+    ``plans``: with ``fuzz(systematic=True)``, how many single-crash points were checked,
+    over how many plans (``None`` otherwise).
     """
 
     examples: int
@@ -117,6 +119,22 @@ class FuzzReport:
     unsafe_tools: list[UnsafeTool]
     not_checkable: dict[str, str] = field(default_factory=dict)
     advice: list[Advice] = field(default_factory=list)
+    single_crash_points: int | None = None
+    plans: int | None = None
+
+    def describe(self) -> str:
+        """One line saying what was checked.
+
+        >>> FuzzReport(40, FuzzStats(), [], single_crash_points=40, plans=2).describe()
+        '40 scenario(s); every single-crash point of each plan was checked (40 points over 2 plan(s))'
+        """
+        text = f"{self.examples} scenario(s)"
+        if self.single_crash_points is not None:
+            text += (
+                "; every single-crash point of each plan was checked "
+                f"({self.single_crash_points} points over {self.plans} plan(s))"
+            )
+        return text
 
 
 # -- statistics -----------------------------------------------------------------------------
@@ -226,6 +244,7 @@ def _fuzz_with(
     unsafe_tools: str,
     database: ExampleDatabase | None,
     shrink: bool = True,
+    systematic: bool = False,
 ) -> FuzzReport:
     from hypothesis import HealthCheck, Phase, given, reject, settings
     from hypothesis import seed as hypothesis_seed
@@ -293,9 +312,26 @@ def _fuzz_with(
             first_failure[:] = first_failure or [local.scenarios]
             raise verdict.failure(reproduce, found_after=first_failure[0])
 
-    check._hypothesis_internal_add_digest = hashlib.sha256(  # type: ignore[attr-defined]
+    points_checked: list[int] = [0]
+    plans_checked: set[str] = set()
+
+    def check_every_point(plan: Plan) -> None:
+        # Systematic mode: one crash at each point the plan's crash-free run passes.
+        from .chaos import single_crash_plans
+
+        _, clean = executor.baseline(plan)
+        if clean.infeasible is not None:
+            infeasible[:] = [clean.infeasible]
+            reject()
+        plans_checked.add(canonical(plan.to_dict()))
+        for faults in single_crash_plans(clean.hits) or [FaultPlan()]:
+            check((plan, faults))
+            points_checked[0] += faults.size
+
+    target: Callable[..., None] = check_every_point if systematic else check
+    target._hypothesis_internal_add_digest = hashlib.sha256(  # type: ignore[attr-defined]
         f"{getattr(agent, '__module__', '')}.{getattr(agent, '__qualname__', repr(agent))}:"
-        f"{sorted(executor.flags)}:{test_id}".encode()
+        f"{sorted(executor.flags)}:{test_id}:{'systematic' if systematic else ''}".encode()
     ).digest()
     chosen_settings: dict[str, Any] = {
         "max_examples": examples,
@@ -309,7 +345,8 @@ def _fuzz_with(
     db = database or _session.database
     if db is not None:
         chosen_settings["database"] = db
-    test = settings(**chosen_settings)(given(st.tuples(plan_strategy, fault_strategy))(check))
+    strategy = plan_strategy if systematic else st.tuples(plan_strategy, fault_strategy)
+    test = settings(**chosen_settings)(given(strategy)(target))
     if effective_seed is not None:
         test = hypothesis_seed(effective_seed)(test)
     try:
@@ -354,6 +391,8 @@ def _fuzz_with(
         unsafe_tools=found,
         not_checkable=not_checkable,
         advice=list(advice.values()),
+        single_crash_points=points_checked[0] if systematic else None,
+        plans=len(plans_checked) if systematic else None,
     )
 
 

@@ -95,6 +95,7 @@ def fuzz(
     database: ExampleDatabase | None = None,
     ignore_oracles: Sequence[str] = (),
     history: HistoryLocator | None = None,
+    systematic: bool = False,
 ) -> FuzzReport:
     """Fuzz ``run`` with crashes and resumes; raise :class:`OracleFailure` on a violation.
 
@@ -117,7 +118,10 @@ def fuzz(
     ``history``: where the agent's checkpoints keep the message history, for an agent with
     its own state format: ``history=lambda cp: cp.artifacts["session"]["messages"]``
     (default ``checkpoint.messages``); an oracle that cannot find it is reported not
-    checkable, never passed.
+    checkable, never passed. ``systematic=True``: instead of drawing fault plans, crash
+    each plan drawn (``max_examples`` plans) once at every single fault point its
+    crash-free run passes, one point at a time; ``max_crashes`` and ``fault_kinds`` do not
+    apply, and :meth:`FuzzReport.describe` says how many points were checked.
 
     >>> from pytest_agentckpt import fuzz
     >>> from reference_agent import run, demo_toolbox
@@ -153,6 +157,10 @@ def fuzz(
         raise TypeError(f"history must be a function checkpoint -> messages, not {type(history).__name__}")
     if mode == "process" and history is not None:
         raise ValueError("history is not supported with mode='process'")
+    if not isinstance(systematic, bool):
+        raise ValueError(f"systematic must be True or False, not {systematic!r}")
+    if mode == "process" and systematic:
+        raise ValueError("systematic is not supported with mode='process'")
     if mode == "process":
         from ._process import fuzz_process
 
@@ -190,6 +198,7 @@ def fuzz(
             executor, agent, tools, examples=examples, crashes_max=crashes_max, kinds=kinds,
             deadline=deadline, plans=plans, seed=seed, budget=budget, max_steps=max_steps,
             max_parallel=max_parallel, unsafe_tools=unsafe_tools, database=database,
+            systematic=systematic,
         )
     finally:
         executor.close()

@@ -16,6 +16,7 @@ _FIXTURE_MODULES = (
     "pytest_agentckpt.fixtures.api",
     "pytest_agentckpt.fixtures.harness",
     "pytest_agentckpt.fixtures.certify",
+    "pytest_agentckpt.fixtures.chaos",
 )
 
 

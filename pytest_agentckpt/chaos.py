@@ -1,0 +1,523 @@
+"""Chaos mode: a test's own body, rerun with a crash at each fault point it passes.
+
+A team's test that drives its agent through the plugin's fixtures (a client of the fake
+Messages API, a checkpoint store, and the toolbox of ``agentckpt_tools``) is run once as
+it is, with every fault point it passes recorded. Then, for each single point, the test
+is run again on fresh fixture values with a crash there; after the crash leaves the test
+body, the body is called again on the *same* fixture values (the store, the World and the
+fake API survive, as they would survive the death of a process), a bounded number of
+times, and once more after it completes to check that the completed task makes no model
+or tool call. Each rerun is judged by the test's own assertions and by the oracles of
+:mod:`pytest_agentckpt.oracles`.
+
+This module is the engine and knows nothing of pytest; ``pytest_agentckpt.fixtures.chaos``
+wires it to ``--agentckpt-chaos`` and ``@pytest.mark.agentckpt_chaos``.
+
+>>> [p.describe() for p in single_crash_plans({"before_model_call": 2, "after_model_call": 1})]
+['crash at before_model_call #1', 'crash at before_model_call #2', 'crash at after_model_call #1']
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .faults import (
+    FAULT_POINTS,
+    Crash,
+    CrashAt,
+    FaultInjector,
+    FaultPlan,
+    FaultPoint,
+    FaultyStore,
+    InstrumentedToolbox,
+)
+from .oracles import (
+    Baseline,
+    ToolFlags,
+    UnsafeTool,
+    Violation,
+    completed_idempotent,
+    effect_counts,
+    iteration_monotone,
+    model_turns,
+    no_duplicate_effect,
+    recorded_work_not_redone,
+    valid_sequence,
+)
+from .timeline import Timeline
+
+if TYPE_CHECKING:
+    from reference_agent.world import World
+
+__all__ = [
+    "DEFAULT_MAX_POINTS",
+    "DEFAULT_MAX_RESUMES",
+    "ChaosFailure",
+    "ChaosStats",
+    "ChaosTest",
+    "PointResult",
+    "sample_plans",
+    "single_crash_plans",
+]
+
+#: Crash points a test runs by default before chaos mode samples them.
+DEFAULT_MAX_POINTS = 50
+#: Resumes after a crash before a rerun counts as "never completes".
+DEFAULT_MAX_RESUMES = 3
+
+
+def single_crash_plans(hits: Mapping[str, int] | Iterable[str]) -> list[FaultPlan]:
+    """Every fault plan with one crash at one point a crash-free run passed.
+
+    ``hits`` is either the points in the order the run met them (a point once per time it
+    was met: the plans then come in that order) or a count per point, as
+    :attr:`~pytest_agentckpt.faults.FaultInjector.hits` holds it (the plans then come in
+    the order of :data:`~pytest_agentckpt.faults.FAULT_POINTS`).
+
+    >>> [p.describe() for p in single_crash_plans(["iteration_start", "before_model_call", "iteration_start"])]
+    ['crash at iteration_start #1', 'crash at before_model_call #1', 'crash at iteration_start #2']
+    >>> len(single_crash_plans({}))
+    0
+    """
+    if isinstance(hits, Mapping):
+        unknown = sorted(set(hits) - set(FAULT_POINTS))
+        if unknown:
+            raise ValueError(f"hits: unknown fault points {unknown}; the points are {', '.join(FAULT_POINTS)}")
+        return [
+            FaultPlan(crashes=(CrashAt(point, n),))
+            for point in FAULT_POINTS
+            for n in range(1, int(hits.get(point, 0)) + 1)
+        ]
+    seen: Counter[str] = Counter()
+    plans = []
+    for point in hits:
+        if point not in FAULT_POINTS:
+            raise ValueError(f"hits: unknown fault point {point!r}; the points are {', '.join(FAULT_POINTS)}")
+        seen[point] += 1
+        plans.append(FaultPlan(crashes=(CrashAt(point, seen[point]),)))
+    return plans
+
+
+def sample_plans(plans: Sequence[FaultPlan], max_points: int, seed: int) -> list[FaultPlan]:
+    """All of ``plans`` when there are at most ``max_points``, else a sample of that many
+    drawn with ``seed`` (the same seed draws the same sample), in their original order.
+
+    >>> plans = single_crash_plans({"before_model_call": 10})
+    >>> sample_plans(plans, 3, seed=1) == sample_plans(plans, 3, seed=1)
+    True
+    >>> len(sample_plans(plans, 3, seed=1)), len(sample_plans(plans, 20, seed=1))
+    (3, 10)
+    """
+    if max_points < 1:
+        raise ValueError(f"max_points must be >= 1, not {max_points}")
+    if len(plans) <= max_points:
+        return list(plans)
+    chosen = sorted(random.Random(seed).sample(range(len(plans)), max_points))
+    return [plans[i] for i in chosen]
+
+
+@dataclass
+class ChaosStats:
+    """What chaos mode did: the terminal summary prints the session's total."""
+
+    tests: int = 0
+    tests_failed: int = 0
+    points_found: int = 0
+    points_run: int = 0
+    resumes: int = 0
+    passed: int = 0
+    failed: int = 0
+    unsafe_tools: set[str] = field(default_factory=set)
+
+    def merge(self, other: ChaosStats) -> None:
+        """Add ``other``'s counts to these (the xdist controller sums its workers')."""
+        self.tests += other.tests
+        self.tests_failed += other.tests_failed
+        self.points_found += other.points_found
+        self.points_run += other.points_run
+        self.resumes += other.resumes
+        self.passed += other.passed
+        self.failed += other.failed
+        self.unsafe_tools |= other.unsafe_tools
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-safe form (what an xdist worker sends)."""
+        return {
+            "tests": self.tests,
+            "tests_failed": self.tests_failed,
+            "points_found": self.points_found,
+            "points_run": self.points_run,
+            "resumes": self.resumes,
+            "passed": self.passed,
+            "failed": self.failed,
+            "unsafe_tools": sorted(self.unsafe_tools),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ChaosStats:
+        """The inverse of :meth:`to_dict`."""
+        return cls(
+            **{k: int(data.get(k, 0)) for k in ("tests", "tests_failed", "points_found", "points_run", "resumes", "passed", "failed")},
+            unsafe_tools=set(data.get("unsafe_tools", ())),
+        )
+
+    def summary_lines(self) -> list[str]:
+        """The terminal summary's lines.
+
+        >>> ChaosStats(tests=2, points_found=9, points_run=9, resumes=9, passed=8, failed=1).summary_lines()[1]
+        'crash points: 9 run (8 passed, 1 failed)'
+        """
+        sampled = f" of {self.points_found} found" if self.points_found != self.points_run else ""
+        lines = [
+            f"tests: {self.tests} ({self.tests_failed} failed)",
+            f"crash points: {self.points_run} run{sampled} ({self.passed} passed, {self.failed} failed)",
+            f"resumes: {self.resumes}",
+        ]
+        if self.unsafe_tools:
+            lines.append(f"unsafe tools: {', '.join(sorted(self.unsafe_tools))}")
+        return lines
+
+
+class _OrderedInjector(FaultInjector):
+    """A fault injector that also keeps the order in which the points were met."""
+
+    def __init__(self, plan: FaultPlan | None = None, timeline: Timeline | None = None) -> None:
+        super().__init__(plan, timeline)
+        self.order: list[FaultPoint] = []
+
+    def hit(self, point: FaultPoint) -> None:
+        before = self.hits[point]
+        try:
+            super().hit(point)
+        finally:
+            if self.hits[point] > before:  # counted (a dead attempt counts nothing)
+                self.order.append(point)
+
+
+@dataclass
+class PointResult:
+    """One crash point's rerun: what happened and what failed."""
+
+    plan: FaultPlan
+    timeline: Timeline
+    violations: list[Violation] = field(default_factory=list)
+    unsafe: list[UnsafeTool] = field(default_factory=list)
+    resumes: int = 0
+    completed: bool = False
+
+    @property
+    def passed(self) -> bool:
+        return not self.violations
+
+
+class ChaosFailure(AssertionError):
+    """A test failed under chaos mode: ``failures`` has every failing crash point."""
+
+    def __init__(self, report: str, failures: Sequence[PointResult]) -> None:
+        super().__init__(report)
+        self.failures = list(failures)
+
+
+def _test_failed(exc: BaseException) -> bool:
+    """Whether ``exc`` is the test's own verdict (an assertion, ``pytest.fail``, a skip),
+    not the agent raising."""
+    import pytest
+
+    return isinstance(exc, AssertionError | pytest.fail.Exception | pytest.skip.Exception)
+
+
+def _describe_exception(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+class ChaosTest:
+    """The chaos experiment of one test.
+
+    The caller owns the test's fixtures: ``call_body()`` runs the test body once on the
+    current fixture values, ``teardown()`` ends them and ``setup()`` makes fresh ones.
+    While fixtures are set up, the caller hands the fixture values that are the agent's
+    doors to :meth:`instrument_api`, :meth:`instrument_store` and
+    :meth:`instrument_tools`, which bind them to the current run's injector.
+
+    >>> test = ChaosTest("t", call_body=lambda: None, setup=lambda: None, teardown=lambda: None)
+    >>> test.run().points_run   # a body that passes no fault point has nothing to crash
+    0
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        call_body: Callable[[], Any],
+        setup: Callable[[], Any],
+        teardown: Callable[[], Any],
+        max_points: int = DEFAULT_MAX_POINTS,
+        max_resumes: int = DEFAULT_MAX_RESUMES,
+        seed: int = 0,
+        reproduce: str = "",
+    ) -> None:
+        if max_resumes < 0:
+            raise ValueError(f"max_resumes must be >= 0, not {max_resumes}")
+        if max_points < 1:
+            raise ValueError(f"max_points must be >= 1, not {max_points}")
+        self.name = name
+        self.call_body = call_body
+        self.setup = setup
+        self.teardown = teardown
+        self.max_points = max_points
+        self.max_resumes = max_resumes
+        self.seed = seed
+        self.reproduce = reproduce
+        self.flags: dict[str, ToolFlags] = {}
+        self.stats = ChaosStats()
+        self.doors: set[str] = set()
+        self.results: list[PointResult] = []
+        self._worlds: list[World] = []
+        self.begin(FaultPlan())
+
+    # -- one run's instrumentation --------------------------------------------------------
+    def begin(self, plan: FaultPlan) -> None:
+        """Start a run under ``plan``: fixtures set up from now on bind to its injector."""
+        from reference_agent.world import World
+
+        self.close()  # the previous run's fixtures are torn down: its World is done with
+        self.injector = _OrderedInjector(plan, Timeline())
+        self.world = World()
+        self._worlds.append(self.world)
+        self.doors = set()
+
+    def instrument_api(self, api: Any) -> Any:
+        """Observe the model calls of ``api`` (a :class:`~pytest_agentckpt.FakeMessagesAPI`)."""
+        api.add_hook(self.injector.model_hook)
+        self.injector.api_sink = lambda kind: api.fail_next(kind)
+        self.doors.add("model")
+        return api
+
+    def instrument_store(self, store: Any) -> FaultyStore:
+        """``store``, with its writes observed and crashing at the checkpoint-write points."""
+        self.doors.add("store")
+        return FaultyStore(store, self.injector)
+
+    def instrument_tools(self, tools: Any) -> InstrumentedToolbox:
+        """``tools``, with calls and effects observed and crashing at the tool points."""
+        from ._scenario import _tool_flags
+
+        self.flags.update(_tool_flags(tools))
+        self.doors.add("tools")
+        return InstrumentedToolbox(tools, self.world, self.injector)
+
+    def close(self) -> None:
+        """Release the private World of the tools' effects."""
+        for world in self._worlds:
+            world.close()
+        self._worlds.clear()
+
+    # -- the experiment -------------------------------------------------------------------
+    def run_baseline(self) -> None:
+        """Run the test body once as it is (or the caller runs it between
+        :meth:`start_baseline` and :meth:`baseline_ran`)."""
+        self.start_baseline()
+        self.call_body()
+        self.baseline_ran()
+
+    def start_baseline(self) -> None:
+        """The first run of the body starts now, on the fixtures already set up."""
+        self.injector.timeline.start_attempt("the test as it is")
+        self.injector.attempt_started()
+
+    def baseline_ran(self) -> None:
+        """The first run of the body passed."""
+        timeline = self.injector.timeline
+        timeline.add("attempt_end", outcome="answer", detail="the test body passed")
+        self._order = list(self.injector.order)
+        self._baseline_end = len(timeline)
+
+    def run(self) -> ChaosStats:
+        """The whole experiment after a passing first run: judge it, then every crash point.
+
+        Raises :class:`ChaosFailure` listing every failing point; returns the counts
+        otherwise. Tears down nothing of the last run's fixtures (the caller does).
+        """
+        if not hasattr(self, "_order"):
+            self.run_baseline()
+        baseline_timeline = self.injector.timeline
+        self.stats.tests = 1
+        clean = PointResult(FaultPlan(), baseline_timeline, completed=True)
+        self._run_completed_again(clean, self._baseline_end)
+        main = _prefix(baseline_timeline, self._baseline_end)
+        self.baseline = Baseline(
+            answer=None,
+            effects=effect_counts(main),
+            model_turns=model_turns(main),
+            timeline=main,
+        )
+        clean.violations = self._sequence_violations(main) + clean.violations
+        if clean.violations:
+            self.stats.tests_failed = 1
+            raise ChaosFailure(self._report([clean], crash_free=True), [clean])
+        plans = single_crash_plans(self._order)
+        chosen = sample_plans(plans, self.max_points, self.seed) if plans else []
+        self.stats.points_found = len(plans)
+        sampled = len(chosen) < len(plans)
+        for plan in chosen:
+            result = self._run_point(plan)
+            self.results.append(result)
+            self.stats.points_run += 1
+            self.stats.resumes += result.resumes
+            self.stats.unsafe_tools |= {u.tool for u in result.unsafe}
+            if result.passed:
+                self.stats.passed += 1
+            else:
+                self.stats.failed += 1
+        failures = [r for r in self.results if not r.passed]
+        if failures:
+            self.stats.tests_failed = 1
+            raise ChaosFailure(self._report(failures, sampled=sampled, found=len(plans)), failures)
+        return self.stats
+
+    def _run_point(self, plan: FaultPlan) -> PointResult:
+        self.teardown()
+        self.begin(plan)
+        self.setup()
+        injector = self.injector
+        timeline = injector.timeline
+        result = PointResult(plan, timeline)
+        failure: str | None = None
+        last_error: str | None = None
+        for attempt in range(self.max_resumes + 1):
+            if attempt:
+                result.resumes += 1
+            timeline.start_attempt("resume" if attempt else "with a crash planned")
+            injector.attempt_started()
+            crashes_before = injector.crashes
+            try:
+                self.call_body()
+            except Crash as crash:
+                timeline.add("attempt_end", outcome="crash", detail=str(crash))
+                continue
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as exc:
+                if injector.crashes > crashes_before:
+                    # The crash surfaced as another exception (wrapped by the agent or a
+                    # thread pool): the attempt died all the same.
+                    timeline.add("attempt_end", outcome="crash", detail=_describe_exception(exc))
+                    continue
+                detail = _describe_exception(exc)
+                if _test_failed(exc):
+                    timeline.add("attempt_end", outcome="test failed", detail=detail)
+                    failure = f"the test failed after the crash: {detail}"
+                    break
+                # The agent raised: a supervisor would start it again.
+                timeline.add("attempt_end", outcome="error", detail=detail)
+                last_error = detail
+                continue
+            if injector.crashes > crashes_before:
+                timeline.add("attempt_end", outcome="crash", detail="the crash was swallowed; the attempt is dead")
+                continue
+            timeline.add("attempt_end", outcome="answer", detail="the test body passed")
+            result.completed = True
+            break
+        main_end = len(timeline)
+        if injector.crashes == 0:
+            result.violations.append(
+                Violation(
+                    "crash_point_reached",
+                    f"the run never reached {plan.describe()}, which the first run passed: the test "
+                    "does not repeat itself (a fixture of wider than function scope, or randomness?)",
+                )
+            )
+        if failure is not None:
+            result.violations.append(Violation("test_assertions", failure))
+        elif not result.completed:
+            result.violations.append(
+                Violation(
+                    "resumes_to_completion",
+                    f"the test did not pass after {self.max_resumes} resume(s)"
+                    + (f"; last error: {last_error}" if last_error else ""),
+                )
+            )
+        if result.completed:
+            self._run_completed_again(result, main_end)
+        main = _prefix(timeline, main_end)
+        violations = self._sequence_violations(main)
+        duplicates, result.unsafe = no_duplicate_effect(main, self.baseline, self.flags, completed=result.completed)
+        violations += duplicates
+        violations += iteration_monotone(main)
+        violations += recorded_work_not_redone(main)
+        result.violations = violations + result.violations
+        return result
+
+    def _run_completed_again(self, result: PointResult, start: int) -> None:
+        injector = self.injector
+        timeline = injector.timeline
+        injector.disarm()
+        timeline.start_attempt("the completed task, run again")
+        injector.attempt_started()
+        try:
+            self.call_body()
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:
+            detail = _describe_exception(exc)
+            timeline.add("attempt_end", outcome="error", detail=detail)
+            result.violations.append(
+                Violation("completed_idempotent", f"running the test again on the completed task failed: {detail}")
+            )
+        else:
+            timeline.add("attempt_end", outcome="answer", detail="the test body passed")
+        result.violations += completed_idempotent(timeline.events[start:], None, None)
+
+    @staticmethod
+    def _sequence_violations(main: Timeline) -> list[Violation]:
+        from reference_agent.validation import InvalidHistoryError, validate_messages
+
+        return valid_sequence(main, validate_messages, error_type=InvalidHistoryError)
+
+    # -- the report -------------------------------------------------------------------------
+    def _report(
+        self,
+        failures: Sequence[PointResult],
+        *,
+        crash_free: bool = False,
+        sampled: bool = False,
+        found: int = 0,
+    ) -> str:
+        if crash_free:
+            lines = ["agentckpt chaos: the test passes as it is, but its crash-free run breaks an oracle:"]
+        else:
+            run = len(self.results)
+            of = f" (a sample of {run} of {found} points, seed {self.seed})" if sampled else ""
+            lines = [f"agentckpt chaos: {len(failures)} of {run} crash points failed{of}:"]
+        for result in failures:
+            where = "no crash" if crash_free else result.plan.describe()
+            head, *others = result.violations
+            also = f" (also {', '.join(dict.fromkeys(v.oracle for v in others))})" if others else ""
+            lines.append(f"  {where}: {head.oracle}{also}: {_clip(head.message)}")
+        first = failures[0]
+        marks: dict[int, str] = {}
+        for violation in reversed(first.violations):
+            marks.update(violation.marks)
+        title = "the crash-free run" if crash_free else first.plan.describe()
+        lines.append(f"timeline of {title}:")
+        lines.append(first.timeline.format(marks=marks))
+        if self.reproduce:
+            lines.append(f"reproduce: {self.reproduce}")
+        return "\n".join(lines)
+
+
+def _clip(message: str, limit: int = 200) -> str:
+    line = message.strip().splitlines()[0] if message.strip() else ""
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _prefix(timeline: Timeline, end: int) -> Timeline:
+    part = Timeline()
+    part.events = timeline.events[:end]
+    part.attempt = part.events[-1].attempt if part.events else 0
+    return part

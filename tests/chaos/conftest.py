@@ -1,0 +1,3 @@
+"""The team-style suite under ``suite/`` is run by the tests here through pytester, never directly."""
+
+collect_ignore = ["suite"]

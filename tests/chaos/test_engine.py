@@ -1,0 +1,146 @@
+"""The chaos engine without pytest's fixtures: crash-point enumeration, sampling, judging."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import pytest
+
+import reference_agent
+from pytest_agentckpt.chaos import (
+    ChaosFailure,
+    ChaosStats,
+    ChaosTest,
+    sample_plans,
+    single_crash_plans,
+)
+from pytest_agentckpt.faults import FAULT_POINTS, CrashAt, FaultPlan
+from reference_agent.offline import FakeMessagesAPI
+from reference_agent.scripted import Plan, PlanModel, Step, ToolCall
+from stores import open_store
+from tests.buggy_agents import checkpoint_after_result
+from tests.harness.toolkit import toolbox
+
+PLAN = Plan(steps=(Step((ToolCall("send_email", {"to": "ann"}),)),), final_answer="sent")
+
+
+def test_single_crash_plans_has_one_plan_per_occurrence_of_each_point() -> None:
+    plans = single_crash_plans({"after_tool_effect": 2, "iteration_start": 1})
+    assert [p.crashes for p in plans] == [
+        (CrashAt("iteration_start", 1),),
+        (CrashAt("after_tool_effect", 1),),
+        (CrashAt("after_tool_effect", 2),),
+    ]
+    ordered = single_crash_plans(["before_model_call", "after_model_call", "before_model_call"])
+    assert [p.describe() for p in ordered] == [
+        "crash at before_model_call #1", "crash at after_model_call #1", "crash at before_model_call #2",
+    ]
+    assert all(p.size == 1 for p in plans + ordered)
+
+
+def test_single_crash_plans_refuses_unknown_points() -> None:
+    with pytest.raises(ValueError, match="unknown fault point"):
+        single_crash_plans(["before_lunch"])
+    with pytest.raises(ValueError, match="unknown fault points"):
+        single_crash_plans({"before_lunch": 1})
+
+
+def test_a_sample_is_reproducible_from_its_seed_and_keeps_the_order() -> None:
+    plans = single_crash_plans({point: 5 for point in FAULT_POINTS})
+    sample = sample_plans(plans, 7, seed=42)
+    assert sample == sample_plans(plans, 7, seed=42)
+    assert len(sample) == 7 and sample == sorted(sample, key=plans.index)
+    assert {tuple(p.crashes) for p in sample_plans(plans, 7, seed=43)} != {tuple(p.crashes) for p in sample}
+    with pytest.raises(ValueError, match="max_points"):
+        sample_plans(plans, 0, seed=1)
+
+
+def test_stats_survive_the_trip_an_xdist_worker_sends_them_on() -> None:
+    stats = ChaosStats(tests=2, tests_failed=1, points_found=30, points_run=20, resumes=25, passed=18, failed=2, unsafe_tools={"send"})
+    total = ChaosStats()
+    total.merge(ChaosStats.from_dict(stats.to_dict()))
+    total.merge(stats)
+    assert total.points_run == 40 and total.failed == 4 and total.unsafe_tools == {"send"}
+    assert total.summary_lines()[1] == "crash points: 40 run of 60 found (36 passed, 4 failed)"
+
+
+def _experiment(agent: Any, **kwargs: Any) -> ChaosTest:
+    doors: dict[str, Any] = {}
+
+    def setup() -> None:
+        api = FakeMessagesAPI(PlanModel(PLAN))
+        test.instrument_api(api)
+        doors.update(
+            client=api.client(),
+            store=test.instrument_store(open_store("memory://")),
+            tools=test.instrument_tools(toolbox()),
+        )
+
+    def body() -> None:
+        assert agent("t", "send it", **doors) == "sent"
+
+    test = ChaosTest("engine", call_body=body, setup=setup, teardown=doors.clear, **kwargs)
+    setup()
+    return test
+
+
+def test_the_engine_crashes_a_sound_agent_at_every_point_and_passes_it() -> None:
+    test = _experiment(functools.partial(reference_agent.run, retry_backoff=0.0))
+    try:
+        stats = test.run()
+    finally:
+        test.close()
+    assert stats.points_run == stats.points_found == stats.passed > 10
+    assert stats.failed == 0 and stats.resumes >= stats.points_run
+    # Every point was really crashed at, once.
+    assert all(r.timeline.of("crash") and len(r.timeline.of("crash")) == 1 for r in test.results)
+    assert {r.plan.crashes[0].point for r in test.results} >= {"after_tool_effect", "after_checkpoint_write"}
+
+
+def test_the_engine_names_the_points_a_buggy_agent_fails_at() -> None:
+    test = _experiment(checkpoint_after_result.run)
+    try:
+        with pytest.raises(ChaosFailure) as caught:
+            test.run()
+    finally:
+        test.close()
+    failing = {r.plan.describe(): r.violations[0].oracle for r in caught.value.failures}
+    # After the e-mail went out and before the save of its result: the resumed agent
+    # sends it again. Every other point is survived.
+    assert failing == {
+        "crash at after_tool_effect #1": "no_duplicate_effect",
+        "crash at before_checkpoint_write #3": "no_duplicate_effect",
+    }
+    report = str(caught.value)
+    assert report.splitlines()[0].startswith("agentckpt chaos: 2 of ")
+    assert "timeline of crash at after_tool_effect #1:" in report and "DUPLICATE" in report
+
+
+def test_a_body_that_never_completes_after_the_crash_is_reported() -> None:
+    calls = []
+
+    def flaky(task_id: str, goal: str, **doors: Any) -> str:
+        calls.append(1)
+        if len(calls) > 2:  # as it is, and the completed task, pass; every resume fails
+            raise RuntimeError("lost my way")
+        return str(reference_agent.run(task_id, goal, retry_backoff=0.0, **doors))
+
+    test = _experiment(flaky, max_resumes=2, max_points=1)
+    try:
+        with pytest.raises(ChaosFailure) as caught:
+            test.run()
+    finally:
+        test.close()
+    (result,) = caught.value.failures
+    assert result.resumes == 2
+    assert "resumes_to_completion" in [v.oracle for v in result.violations]
+    assert "lost my way" in str(caught.value)
+
+
+def test_bad_bounds_are_refused() -> None:
+    with pytest.raises(ValueError, match="max_resumes"):
+        ChaosTest("t", call_body=lambda: None, setup=lambda: None, teardown=lambda: None, max_resumes=-1)
+    with pytest.raises(ValueError, match="max_points"):
+        ChaosTest("t", call_body=lambda: None, setup=lambda: None, teardown=lambda: None, max_points=0)
+    assert FaultPlan().size == 0
