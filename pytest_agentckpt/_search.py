@@ -52,6 +52,8 @@ PROFILES: dict[str, Profile] = {
 @dataclass
 class _Session:
     profile: Profile = PROFILES["quick"]
+    #: The profile was chosen (option or env), so it wins over a loaded Hypothesis profile.
+    profile_chosen: bool = False
     examples: int | None = None
     seed: int | None = None
     database: ExampleDatabase | None = None
@@ -75,6 +77,7 @@ def configure(
         if profile not in PROFILES:
             raise ValueError(f"profile: unknown {profile!r}; choose from {', '.join(PROFILES)}")
         _session.profile = PROFILES[profile]
+        _session.profile_chosen = True
     if examples is not None:
         if examples < 1:
             raise ValueError(f"examples must be >= 1, not {examples}")
@@ -89,6 +92,7 @@ def _env_profile() -> None:
     name = os.environ.get("AGENTCKPT_PROFILE")
     if name and name in PROFILES:
         _session.profile = PROFILES[name]
+        _session.profile_chosen = True
 
 
 _env_profile()
@@ -117,6 +121,8 @@ class FuzzReport:
     unsafe_tools: list[UnsafeTool]
     not_checkable: dict[str, str] = field(default_factory=dict)
     advice: list[Advice] = field(default_factory=list)
+    #: How the search ran: seeded (reproducible) or with the example database.
+    search: str = ""
 
 
 # -- statistics -----------------------------------------------------------------------------
@@ -248,16 +254,9 @@ def _fuzz_with(
     unstable: list[tuple[_Verdict, _Verdict]] = []
     last_failed: list[_Verdict] = []
     test_id = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" ", 1)[0]
-    effective_seed = seed
-    if effective_seed is None and _session.seed is not None:
-        # The session seed (printed in the report header) reproduces every fuzz call.
-        digest = hashlib.sha256(f"{_session.seed}:{test_id}".encode()).digest()
-        effective_seed = int.from_bytes(digest[:4], "big")
-    reproduce = (
-        f"fuzz(..., seed={effective_seed})" if effective_seed is not None else "see the @reproduce_failure line below"
-    )
-    if test_id and _session.seed is not None and seed is None:
-        reproduce = f"pytest '{test_id}' --agentckpt-seed={_session.seed}  (or {reproduce})"
+    db = _database(database)
+    mode = _search_mode(seed, test_id, db)
+    reproduce = f"{mode.reproduce}\nsearch: {mode.describe}"
 
     def remember(verdict: _Verdict) -> None:
         for oracle in verdict.oracles:
@@ -300,18 +299,18 @@ def _fuzz_with(
     chosen_settings: dict[str, Any] = {
         "max_examples": examples,
         "deadline": deadline,
-        "print_blob": True,
+        # The report's replay line reproduces a failure; Hypothesis's blob needs an @given test.
+        "print_blob": False,
         "report_multiple_bugs": False,
         "suppress_health_check": list(HealthCheck),
     }
     if not shrink:
         chosen_settings["phases"] = [Phase.explicit, Phase.reuse, Phase.generate]
-    db = database or _session.database
     if db is not None:
         chosen_settings["database"] = db
     test = settings(**chosen_settings)(given(st.tuples(plan_strategy, fault_strategy))(check))
-    if effective_seed is not None:
-        test = hypothesis_seed(effective_seed)(test)
+    if mode.seed is not None:
+        test = hypothesis_seed(mode.seed)(test)
     try:
         with instant_retries(0.0):
             try:
@@ -354,6 +353,69 @@ def _fuzz_with(
         unsafe_tools=found,
         not_checkable=not_checkable,
         advice=list(advice.values()),
+        search=mode.describe,
+    )
+
+
+def _database(given: ExampleDatabase | None) -> ExampleDatabase | None:
+    """``fuzz(database=)``, else the configured one, shared through Redis if asked."""
+    from hypothesis import settings
+    from hypothesis.database import MultiplexedDatabase
+
+    if given is not None:
+        return given
+    local = settings().database  # the loaded profile's (default: .hypothesis/examples)
+    shared = _session.database
+    if shared is None:
+        return local
+    return shared if local is None else MultiplexedDatabase(local, shared)
+
+
+@dataclass(frozen=True)
+class _Mode:
+    """How a ``fuzz`` call searches: seeded (reproducible) or with the example database."""
+
+    seed: int | None  # applied with ``hypothesis.seed``; None: Hypothesis chooses
+    describe: str
+    reproduce: str
+
+
+def _search_mode(seed: int | None, test_id: str, database: ExampleDatabase | None) -> _Mode:
+    """Seeded by ``fuzz(seed=)``, else by ``--agentckpt-seed``, else by ``--hypothesis-seed``;
+    without any seed Hypothesis keeps its example database: failures saved, replayed first.
+    """
+    from hypothesis import core
+
+    rerun = f"pytest '{test_id}'" if test_id else "the same test"
+    if seed is not None:
+        return _Mode(seed, f"seeded by fuzz(seed={seed}): reproducible, no example database", f"fuzz(..., seed={seed})")
+    if _session.seed is not None:
+        # The session seed (printed in the report header) reproduces every fuzz call.
+        digest = hashlib.sha256(f"{_session.seed}:{test_id}".encode()).digest()
+        derived = int.from_bytes(digest[:4], "big")
+        return _Mode(
+            derived,
+            f"seeded by --agentckpt-seed={_session.seed}: reproducible, no example database",
+            f"{rerun} --agentckpt-seed={_session.seed}  (or fuzz(..., seed={derived}))",
+        )
+    forced = core.global_force_seed
+    if forced is not None:
+        return _Mode(
+            None,
+            f"seeded by --hypothesis-seed={forced}: reproducible, no example database",
+            f"{rerun} --hypothesis-seed={forced}",
+        )
+    db = database
+    if db is None:
+        return _Mode(
+            None,
+            "random, no example database (settings.database is None): failures are not saved",
+            "the replay line below; or fuzz(..., seed=N) for a reproducible search",
+        )
+    return _Mode(
+        None,
+        f"random, with the example database {db!r}: failures are saved and replayed first",
+        f"{rerun} (it replays this failure first from the example database), or the replay line below",
     )
 
 
@@ -402,7 +464,7 @@ def _led_by(verdict: _Verdict, oracle: str) -> _Verdict:
     rest = [v for v in verdict.violations if v.oracle != oracle]
     return _Verdict(
         verdict.plan, verdict.faults, verdict.outcome, first + rest, verdict.unsafe, verdict.crash_free,
-        verdict.not_checkable, verdict.advice,
+        verdict.not_checkable, verdict.advice, verdict.replay_args,
     )
 
 
