@@ -265,8 +265,8 @@ def _report(verdict: _Verdict, reproduce: str, *, lead: str | None = None, limit
         f"reproduce: {reproduce}",
         # Pasted with the test's own ``run`` and ``tools`` in scope, this gives the same failure.
         "replay just this scenario: from pytest_agentckpt import replay, Plan, FaultPlan; replay(run, tools, "
-        f"Plan.from_dict({json.dumps(plan.to_dict(), sort_keys=True)}), "
-        f"FaultPlan.from_dict({json.dumps(faults.to_dict())}){verdict.replay_args})",
+        f"Plan.from_dict({plan.to_dict()!r}), "
+        f"FaultPlan.from_dict({faults.to_dict()!r}){verdict.replay_args})",
         "timeline:",
         verdict.outcome.timeline.format(marks=marks, limit=limit),
     ]
