@@ -88,6 +88,27 @@ def configure(
         _session.database = database
 
 
+#: Hypothesis's own default ``max_examples``: a loaded profile that keeps it says nothing.
+_HYPOTHESIS_DEFAULT_EXAMPLES = 100
+
+
+def _examples(given: int | None) -> int:
+    """Examples for one ``fuzz`` call: its argument, then ``--agentckpt-examples`` and
+    ``--agentckpt-profile``, then the loaded Hypothesis profile, then our profile.
+    """
+    if given is not None:
+        return given
+    if _session.examples is not None:
+        return _session.examples
+    if not _session.profile_chosen:
+        from hypothesis import settings
+
+        loaded = settings().max_examples
+        if loaded != _HYPOTHESIS_DEFAULT_EXAMPLES:
+            return loaded
+    return _session.profile.max_examples
+
+
 def _env_profile() -> None:
     name = os.environ.get("AGENTCKPT_PROFILE")
     if name and name in PROFILES:

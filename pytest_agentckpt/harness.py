@@ -38,6 +38,7 @@ from ._search import (
     NotCheckableWarning,
     Profile,
     UnsafeToolWarning,
+    _examples,
     _fuzz_with,
     _session,
     configure,
@@ -159,7 +160,7 @@ def fuzz(
         return fuzz_process(
             run,
             tools,
-            max_examples=max_examples or _session.examples or min(profile.max_examples, 10),
+            max_examples=max_examples or _session.examples or min(_examples(None), 10),
             max_crashes=crashes_max,
             fault_kinds=kinds,
             store=store,
@@ -178,7 +179,7 @@ def fuzz(
         tools = _load_tools(tools)
     _check_tools(tools)
     _open_store_source(store)  # validates the argument before any example runs
-    examples = max_examples or _session.examples or profile.max_examples
+    examples = _examples(max_examples)
     if client == "direct" and _is_async(agent):
         raise ValueError("client='direct' is for sync agents; an async agent gets the SDK's async client")
     executor = _Executor(
