@@ -123,7 +123,13 @@ def fuzz(
     >>> from pytest_agentckpt import fuzz
     >>> from reference_agent import run, demo_toolbox
     >>> report = fuzz(run, demo_toolbox(), max_examples=5)    # doctest: +SKIP
+
+    Called from a running event loop (an ``async def`` test), it runs in a worker thread,
+    where the agent gets its own loop; the test's loop waits for it.
     """
+    if _loop_running():
+        arguments = dict(locals())
+        return _off_loop(lambda: fuzz(**arguments))
     if mode not in ("memory", "process"):
         raise ValueError(f"mode must be 'memory' or 'process', not {mode!r}")
     if client not in ("sdk", "direct"):
@@ -194,6 +200,37 @@ def fuzz(
         )
     finally:
         executor.close()
+
+
+def _loop_running() -> bool:
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _off_loop(call: Callable[[], FuzzReport]) -> FuzzReport:
+    """``call()`` in a worker thread with no event loop: an async agent needs its own."""
+    import threading
+
+    result: list[FuzzReport] = []
+    error: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            result.append(call())
+        except BaseException as exc:  # re-raised in the caller's thread, as it is
+            error.append(exc)
+
+    worker = threading.Thread(target=work, name="agentckpt-fuzz")
+    worker.start()
+    worker.join()
+    if error:
+        raise error[0]
+    return result[0]
 
 
 def replay(
