@@ -161,6 +161,10 @@ class FuzzStats:
     effects_checked: int = 0
     violations: Counter[str] = field(default_factory=Counter)
     unsafe_tools: set[str] = field(default_factory=set)
+    #: Distinct failures raised by ``fuzz`` ("oracle: shrunk scenario"), and those of them
+    #: that a passing test expected (``pytest.raises(OracleFailure)``).
+    failures: set[str] = field(default_factory=set)
+    expected_failures: set[str] = field(default_factory=set)
 
     def merge(self, other: FuzzStats) -> None:
         """Add ``other``'s counts to these."""
@@ -174,6 +178,8 @@ class FuzzStats:
         self.effects_checked += other.effects_checked
         self.violations.update(other.violations)
         self.unsafe_tools |= other.unsafe_tools
+        self.failures |= other.failures
+        self.expected_failures |= other.expected_failures
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form (pytest-xdist sends it from workers)."""
@@ -188,6 +194,8 @@ class FuzzStats:
             "effects_checked": self.effects_checked,
             "violations": dict(self.violations),
             "unsafe_tools": sorted(self.unsafe_tools),
+            "failures": sorted(self.failures),
+            "expected_failures": sorted(self.expected_failures),
         }
 
     @classmethod
@@ -204,11 +212,33 @@ class FuzzStats:
             effects_checked=int(data.get("effects_checked", 0)),
             violations=Counter(data.get("violations", {})),
             unsafe_tools=set(data.get("unsafe_tools", ())),
+            failures=set(data.get("failures", ())),
+            expected_failures=set(data.get("expected_failures", ())),
         )
 
 
 _stats = FuzzStats()
 _stats_lock = threading.Lock()
+#: Failures raised since the current test started: the plugin marks them expected when
+#: the test passes anyway.
+_pending_failures: list[str] = []
+
+
+def _record_failure(failure: OracleFailure) -> None:
+    plan = failure.plan.to_dict() if failure.plan is not None else None
+    faults = failure.fault_plan.to_dict() if failure.fault_plan is not None else None
+    key = f"{failure.oracle}: {canonical({'plan': plan, 'faults': faults})}"
+    with _stats_lock:
+        _stats.failures.add(key)
+        _pending_failures.append(key)
+
+
+def _settle_failures(test_passed: bool) -> None:
+    """At the end of a test: its failures were expected if it passed."""
+    with _stats_lock:
+        if test_passed:
+            _stats.expected_failures.update(_pending_failures)
+        _pending_failures.clear()
 
 
 def stats() -> FuzzStats:
@@ -354,12 +384,17 @@ def _fuzz_with(
                 failed = last_failed[0]
                 again = _evaluate(executor, failed.plan, failed.faults, budget)
                 raise _unreproducible(failed, again, reproduce, found_after=first_failure[0]) from None
+    except OracleFailure as failure:
+        _record_failure(failure)
+        raise
     finally:
         with _stats_lock:
             _stats.merge(local)
     if unstable:
         failed, again = unstable[0]
-        raise _unreproducible(failed, again, reproduce, found_after=None)
+        unreproducible = _unreproducible(failed, again, reproduce, found_after=None)
+        _record_failure(unreproducible)
+        raise unreproducible
     found = list(unsafe_found.values())
     if found and unsafe_tools == "error":
         raise AssertionError("agentckpt: unsafe tools\n" + "\n".join(t.describe() for t in found))
