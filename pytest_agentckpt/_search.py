@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from . import _progress
 from ._judge import OracleFailure, _evaluate, _order, _unreproducible, _Verdict
 from ._scenario import _Executor, _Outcome
 from ._shrink import _minimize
@@ -315,6 +316,8 @@ def _fuzz_with(
             if best is None or _size(verdict) < _size(best):
                 smallest[oracle] = verdict
 
+    progress = _progress.Progress(test_id or getattr(agent, "__qualname__", "fuzz"), examples, out=_progress.sink)
+
     def check(scenario: tuple[Plan, FaultPlan]) -> None:
         plan, faults = scenario
         verdict = _evaluate(executor, plan, faults, budget)
@@ -322,6 +325,7 @@ def _fuzz_with(
             infeasible[:] = [verdict.outcome.infeasible]
             reject()
         _count(local, verdict.outcome, verdict.violations)
+        progress.tick(local.scenarios, local.crashes, sum(local.violations.values()))
         for tool in verdict.unsafe:
             local.unsafe_tools.add(tool.tool)
             unsafe_found.setdefault((tool.tool, canonical(tool.input)), tool)
@@ -388,6 +392,7 @@ def _fuzz_with(
         _record_failure(failure)
         raise
     finally:
+        progress.close()
         with _stats_lock:
             _stats.merge(local)
     if unstable:
