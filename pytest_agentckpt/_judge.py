@@ -306,11 +306,14 @@ def _replay_args(executor: _Executor, budget: int | None) -> str:
     args = ""
     if budget is not None:
         args += f", budget={budget}"
-    if executor.goal != "Carry out the task.":
-        args += f", goal={executor.goal!r}"
-    if executor.ignore_oracles:
-        args += f", ignore_oracles={sorted(executor.ignore_oracles)!r}"
-    if executor.history is not None:
+    # The process-mode executor has none of these: getattr, not attributes.
+    goal = getattr(executor, "goal", "Carry out the task.")
+    ignored: frozenset[str] = getattr(executor, "ignore_oracles", frozenset())
+    if goal != "Carry out the task.":
+        args += f", goal={goal!r}"
+    if ignored:
+        args += f", ignore_oracles={sorted(ignored)!r}"
+    if getattr(executor, "history", None) is not None:
         args += ", history=<the history= function given to fuzz>"
     return args
 
