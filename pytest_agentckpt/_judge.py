@@ -177,6 +177,8 @@ class _Verdict:
     crash_free: bool
     not_checkable: dict[str, str] = field(default_factory=dict)
     advice: list[Advice] = field(default_factory=list)
+    #: The keyword arguments of ``replay`` that reproduce this verdict (``, budget=3``).
+    replay_args: str = ""
 
     @property
     def oracles(self) -> list[str]:
@@ -199,8 +201,7 @@ class _Verdict:
         if minimized:
             report += (
                 "\n(agentckpt shrank this example further than Hypothesis did, re-aiming the crash "
-                "occurrences at the smaller plan; the @reproduce_failure line reproduces the larger one, "
-                "replay() with the plan and fault plan above reproduces this one)"
+                "occurrences at the smaller plan; the replay line above reproduces this one)"
             )
         lead = self.oracles[0]
         examples = [Example(lead, self.plan, self.faults, _first(self, lead).message)]
@@ -262,9 +263,10 @@ def _report(verdict: _Verdict, reproduce: str, *, lead: str | None = None, limit
         f"fault plan: {faults.describe()}",
         f"plan: {_describe_plan(plan)}",
         f"reproduce: {reproduce}",
-        "replay just this scenario: pytest_agentckpt.replay(run, tools, "
-        f"Plan.from_dict({json.dumps(plan.to_dict(), sort_keys=True)}), "
-        f"FaultPlan.from_dict({json.dumps(faults.to_dict())}))",
+        # Pasted with the test's own ``run`` and ``tools`` in scope, this gives the same failure.
+        "replay just this scenario: from pytest_agentckpt import replay, Plan, FaultPlan; replay(run, tools, "
+        f"Plan.from_dict({plan.to_dict()!r}), "
+        f"FaultPlan.from_dict({faults.to_dict()!r}){verdict.replay_args})",
         "timeline:",
         verdict.outcome.timeline.format(marks=marks, limit=limit),
     ]
@@ -299,7 +301,30 @@ def _unreproducible(failed: _Verdict, other: _Verdict, reproduce: str, *, found_
     )
 
 
+def _replay_args(executor: _Executor, budget: int | None) -> str:
+    """The arguments ``replay`` needs besides the scenario to judge it as ``fuzz`` did."""
+    args = ""
+    if budget is not None:
+        args += f", budget={budget}"
+    # The process-mode executor has none of these: getattr, not attributes.
+    goal = getattr(executor, "goal", "Carry out the task.")
+    ignored: frozenset[str] = getattr(executor, "ignore_oracles", frozenset())
+    if goal != "Carry out the task.":
+        args += f", goal={goal!r}"
+    if ignored:
+        args += f", ignore_oracles={sorted(ignored)!r}"
+    if getattr(executor, "history", None) is not None:
+        args += ", history=<the history= function given to fuzz>"
+    return args
+
+
 def _evaluate(executor: _Executor, plan: Plan, faults: FaultPlan, budget: int | None) -> _Verdict:
+    verdict = _evaluate_once(executor, plan, faults, budget)
+    verdict.replay_args = _replay_args(executor, budget)
+    return verdict
+
+
+def _evaluate_once(executor: _Executor, plan: Plan, faults: FaultPlan, budget: int | None) -> _Verdict:
     """Run ``plan`` crash-free (cached) and under ``faults``; judge the result.
 
     A plan whose tool calls fail in the crash-free run is infeasible: no violations, and

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from . import _progress
 from ._judge import OracleFailure, _evaluate, _order, _unreproducible, _Verdict
 from ._scenario import _Executor, _Outcome
 from ._shrink import _minimize
@@ -52,6 +53,8 @@ PROFILES: dict[str, Profile] = {
 @dataclass
 class _Session:
     profile: Profile = PROFILES["quick"]
+    #: The profile was chosen (option or env), so it wins over a loaded Hypothesis profile.
+    profile_chosen: bool = False
     examples: int | None = None
     seed: int | None = None
     database: ExampleDatabase | None = None
@@ -75,6 +78,7 @@ def configure(
         if profile not in PROFILES:
             raise ValueError(f"profile: unknown {profile!r}; choose from {', '.join(PROFILES)}")
         _session.profile = PROFILES[profile]
+        _session.profile_chosen = True
     if examples is not None:
         if examples < 1:
             raise ValueError(f"examples must be >= 1, not {examples}")
@@ -85,10 +89,32 @@ def configure(
         _session.database = database
 
 
+#: Hypothesis's own default ``max_examples``: a loaded profile that keeps it says nothing.
+_HYPOTHESIS_DEFAULT_EXAMPLES = 100
+
+
+def _examples(given: int | None) -> int:
+    """Examples for one ``fuzz`` call: its argument, then ``--agentckpt-examples`` and
+    ``--agentckpt-profile``, then the loaded Hypothesis profile, then our profile.
+    """
+    if given is not None:
+        return given
+    if _session.examples is not None:
+        return _session.examples
+    if not _session.profile_chosen:
+        from hypothesis import settings
+
+        loaded = settings().max_examples
+        if loaded != _HYPOTHESIS_DEFAULT_EXAMPLES:
+            return loaded
+    return _session.profile.max_examples
+
+
 def _env_profile() -> None:
     name = os.environ.get("AGENTCKPT_PROFILE")
     if name and name in PROFILES:
         _session.profile = PROFILES[name]
+        _session.profile_chosen = True
 
 
 _env_profile()
@@ -136,6 +162,9 @@ class FuzzReport:
             )
         return text
 
+    #: How the search ran: seeded (reproducible) or with the example database.
+    search: str = ""
+
 
 # -- statistics -----------------------------------------------------------------------------
 @dataclass
@@ -152,6 +181,10 @@ class FuzzStats:
     effects_checked: int = 0
     violations: Counter[str] = field(default_factory=Counter)
     unsafe_tools: set[str] = field(default_factory=set)
+    #: Distinct failures raised by ``fuzz`` ("oracle: shrunk scenario"), and those of them
+    #: that a passing test expected (``pytest.raises(OracleFailure)``).
+    failures: set[str] = field(default_factory=set)
+    expected_failures: set[str] = field(default_factory=set)
 
     def merge(self, other: FuzzStats) -> None:
         """Add ``other``'s counts to these."""
@@ -165,6 +198,8 @@ class FuzzStats:
         self.effects_checked += other.effects_checked
         self.violations.update(other.violations)
         self.unsafe_tools |= other.unsafe_tools
+        self.failures |= other.failures
+        self.expected_failures |= other.expected_failures
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form (pytest-xdist sends it from workers)."""
@@ -179,6 +214,8 @@ class FuzzStats:
             "effects_checked": self.effects_checked,
             "violations": dict(self.violations),
             "unsafe_tools": sorted(self.unsafe_tools),
+            "failures": sorted(self.failures),
+            "expected_failures": sorted(self.expected_failures),
         }
 
     @classmethod
@@ -195,11 +232,33 @@ class FuzzStats:
             effects_checked=int(data.get("effects_checked", 0)),
             violations=Counter(data.get("violations", {})),
             unsafe_tools=set(data.get("unsafe_tools", ())),
+            failures=set(data.get("failures", ())),
+            expected_failures=set(data.get("expected_failures", ())),
         )
 
 
 _stats = FuzzStats()
 _stats_lock = threading.Lock()
+#: Failures raised since the current test started: the plugin marks them expected when
+#: the test passes anyway.
+_pending_failures: list[str] = []
+
+
+def _record_failure(failure: OracleFailure) -> None:
+    plan = failure.plan.to_dict() if failure.plan is not None else None
+    faults = failure.fault_plan.to_dict() if failure.fault_plan is not None else None
+    key = f"{failure.oracle}: {canonical({'plan': plan, 'faults': faults})}"
+    with _stats_lock:
+        _stats.failures.add(key)
+        _pending_failures.append(key)
+
+
+def _settle_failures(test_passed: bool) -> None:
+    """At the end of a test: its failures were expected if it passed."""
+    with _stats_lock:
+        if test_passed:
+            _stats.expected_failures.update(_pending_failures)
+        _pending_failures.clear()
 
 
 def stats() -> FuzzStats:
@@ -267,22 +326,17 @@ def _fuzz_with(
     unstable: list[tuple[_Verdict, _Verdict]] = []
     last_failed: list[_Verdict] = []
     test_id = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" ", 1)[0]
-    effective_seed = seed
-    if effective_seed is None and _session.seed is not None:
-        # The session seed (printed in the report header) reproduces every fuzz call.
-        digest = hashlib.sha256(f"{_session.seed}:{test_id}".encode()).digest()
-        effective_seed = int.from_bytes(digest[:4], "big")
-    reproduce = (
-        f"fuzz(..., seed={effective_seed})" if effective_seed is not None else "see the @reproduce_failure line below"
-    )
-    if test_id and _session.seed is not None and seed is None:
-        reproduce = f"pytest '{test_id}' --agentckpt-seed={_session.seed}  (or {reproduce})"
+    db = _database(database)
+    mode = _search_mode(seed, test_id, db)
+    reproduce = f"{mode.reproduce}\nsearch: {mode.describe}"
 
     def remember(verdict: _Verdict) -> None:
         for oracle in verdict.oracles:
             best = smallest.get(oracle)
             if best is None or _size(verdict) < _size(best):
                 smallest[oracle] = verdict
+
+    progress = _progress.Progress(test_id or getattr(agent, "__qualname__", "fuzz"), examples, out=_progress.sink)
 
     def check(scenario: tuple[Plan, FaultPlan]) -> None:
         plan, faults = scenario
@@ -291,6 +345,7 @@ def _fuzz_with(
             infeasible[:] = [verdict.outcome.infeasible]
             reject()
         _count(local, verdict.outcome, verdict.violations)
+        progress.tick(local.scenarios, local.crashes, sum(local.violations.values()))
         for tool in verdict.unsafe:
             local.unsafe_tools.add(tool.tool)
             unsafe_found.setdefault((tool.tool, canonical(tool.input)), tool)
@@ -336,19 +391,19 @@ def _fuzz_with(
     chosen_settings: dict[str, Any] = {
         "max_examples": examples,
         "deadline": deadline,
-        "print_blob": True,
+        # The report's replay line reproduces a failure; Hypothesis's blob needs an @given test.
+        "print_blob": False,
         "report_multiple_bugs": False,
         "suppress_health_check": list(HealthCheck),
     }
     if not shrink:
         chosen_settings["phases"] = [Phase.explicit, Phase.reuse, Phase.generate]
-    db = database or _session.database
     if db is not None:
         chosen_settings["database"] = db
     strategy = plan_strategy if systematic else st.tuples(plan_strategy, fault_strategy)
     test = settings(**chosen_settings)(given(strategy)(target))
-    if effective_seed is not None:
-        test = hypothesis_seed(effective_seed)(test)
+    if mode.seed is not None:
+        test = hypothesis_seed(mode.seed)(test)
     try:
         with instant_retries(0.0):
             try:
@@ -371,12 +426,18 @@ def _fuzz_with(
                 failed = last_failed[0]
                 again = _evaluate(executor, failed.plan, failed.faults, budget)
                 raise _unreproducible(failed, again, reproduce, found_after=first_failure[0]) from None
+    except OracleFailure as failure:
+        _record_failure(failure)
+        raise
     finally:
+        progress.close()
         with _stats_lock:
             _stats.merge(local)
     if unstable:
         failed, again = unstable[0]
-        raise _unreproducible(failed, again, reproduce, found_after=None)
+        unreproducible = _unreproducible(failed, again, reproduce, found_after=None)
+        _record_failure(unreproducible)
+        raise unreproducible
     found = list(unsafe_found.values())
     if found and unsafe_tools == "error":
         raise AssertionError("agentckpt: unsafe tools\n" + "\n".join(t.describe() for t in found))
@@ -393,6 +454,69 @@ def _fuzz_with(
         advice=list(advice.values()),
         single_crash_points=points_checked[0] if systematic else None,
         plans=len(plans_checked) if systematic else None,
+        search=mode.describe,
+    )
+
+
+def _database(given: ExampleDatabase | None) -> ExampleDatabase | None:
+    """``fuzz(database=)``, else the configured one, shared through Redis if asked."""
+    from hypothesis import settings
+    from hypothesis.database import MultiplexedDatabase
+
+    if given is not None:
+        return given
+    local = settings().database  # the loaded profile's (default: .hypothesis/examples)
+    shared = _session.database
+    if shared is None:
+        return local
+    return shared if local is None else MultiplexedDatabase(local, shared)
+
+
+@dataclass(frozen=True)
+class _Mode:
+    """How a ``fuzz`` call searches: seeded (reproducible) or with the example database."""
+
+    seed: int | None  # applied with ``hypothesis.seed``; None: Hypothesis chooses
+    describe: str
+    reproduce: str
+
+
+def _search_mode(seed: int | None, test_id: str, database: ExampleDatabase | None) -> _Mode:
+    """Seeded by ``fuzz(seed=)``, else by ``--agentckpt-seed``, else by ``--hypothesis-seed``;
+    without any seed Hypothesis keeps its example database: failures saved, replayed first.
+    """
+    from hypothesis import core
+
+    rerun = f"pytest '{test_id}'" if test_id else "the same test"
+    if seed is not None:
+        return _Mode(seed, f"seeded by fuzz(seed={seed}): reproducible, no example database", f"fuzz(..., seed={seed})")
+    if _session.seed is not None:
+        # The session seed (printed in the report header) reproduces every fuzz call.
+        digest = hashlib.sha256(f"{_session.seed}:{test_id}".encode()).digest()
+        derived = int.from_bytes(digest[:4], "big")
+        return _Mode(
+            derived,
+            f"seeded by --agentckpt-seed={_session.seed}: reproducible, no example database",
+            f"{rerun} --agentckpt-seed={_session.seed}  (or fuzz(..., seed={derived}))",
+        )
+    forced = core.global_force_seed
+    if forced is not None:
+        return _Mode(
+            None,
+            f"seeded by --hypothesis-seed={forced}: reproducible, no example database",
+            f"{rerun} --hypothesis-seed={forced}",
+        )
+    db = database
+    if db is None:
+        return _Mode(
+            None,
+            "random, no example database (settings.database is None): failures are not saved",
+            "the replay line below; or fuzz(..., seed=N) for a reproducible search",
+        )
+    return _Mode(
+        None,
+        f"random, with the example database {db!r}: failures are saved and replayed first",
+        f"{rerun} (it replays this failure first from the example database), or the replay line below",
     )
 
 
@@ -441,7 +565,7 @@ def _led_by(verdict: _Verdict, oracle: str) -> _Verdict:
     rest = [v for v in verdict.violations if v.oracle != oracle]
     return _Verdict(
         verdict.plan, verdict.faults, verdict.outcome, first + rest, verdict.unsafe, verdict.crash_free,
-        verdict.not_checkable, verdict.advice,
+        verdict.not_checkable, verdict.advice, verdict.replay_args,
     )
 
 

@@ -38,6 +38,7 @@ from ._search import (
     NotCheckableWarning,
     Profile,
     UnsafeToolWarning,
+    _examples,
     _fuzz_with,
     _session,
     configure,
@@ -126,7 +127,13 @@ def fuzz(
     >>> from pytest_agentckpt import fuzz
     >>> from reference_agent import run, demo_toolbox
     >>> report = fuzz(run, demo_toolbox(), max_examples=5)    # doctest: +SKIP
+
+    Called from a running event loop (an ``async def`` test), it runs in a worker thread,
+    where the agent gets its own loop; the test's loop waits for it.
     """
+    if _loop_running():
+        arguments = dict(locals())
+        return _off_loop(lambda: fuzz(**arguments))
     if mode not in ("memory", "process"):
         raise ValueError(f"mode must be 'memory' or 'process', not {mode!r}")
     if client not in ("sdk", "direct"):
@@ -167,7 +174,7 @@ def fuzz(
         return fuzz_process(
             run,
             tools,
-            max_examples=max_examples or _session.examples or min(profile.max_examples, 10),
+            max_examples=max_examples or _session.examples or min(_examples(None), 10),
             max_crashes=crashes_max,
             fault_kinds=kinds,
             store=store,
@@ -186,7 +193,7 @@ def fuzz(
         tools = _load_tools(tools)
     _check_tools(tools)
     _open_store_source(store)  # validates the argument before any example runs
-    examples = max_examples or _session.examples or profile.max_examples
+    examples = _examples(max_examples)
     if client == "direct" and _is_async(agent):
         raise ValueError("client='direct' is for sync agents; an async agent gets the SDK's async client")
     executor = _Executor(
@@ -202,6 +209,37 @@ def fuzz(
         )
     finally:
         executor.close()
+
+
+def _loop_running() -> bool:
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _off_loop(call: Callable[[], FuzzReport]) -> FuzzReport:
+    """``call()`` in a worker thread with no event loop: an async agent needs its own."""
+    import threading
+
+    result: list[FuzzReport] = []
+    error: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            result.append(call())
+        except BaseException as exc:  # re-raised in the caller's thread, as it is
+            error.append(exc)
+
+    worker = threading.Thread(target=work, name="agentckpt-fuzz")
+    worker.start()
+    worker.join()
+    if error:
+        raise error[0]
+    return result[0]
 
 
 def replay(

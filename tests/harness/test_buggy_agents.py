@@ -54,10 +54,3 @@ def test_the_failure_shrinks_to_one_crash_and_a_one_step_plan() -> None:
     assert failure.fault_plan.size == 1
     assert len(failure.plan.steps) == 1
     assert "DUPLICATE" in str(failure)
-
-
-def test_the_reproduction_blob_is_attached_to_the_failure() -> None:
-    with pytest.raises(OracleFailure) as caught:
-        fuzz(_agent("no_repair"), toolbox(), seed=3, database=InMemoryExampleDatabase())
-    notes = "\n".join(getattr(caught.value, "__notes__", []))
-    assert "@reproduce_failure(" in notes

@@ -15,4 +15,4 @@ def test_the_documented_fuzzing_example_passes_and_reports_what_it_did(pytester:
     pytester.makepyfile(test_fuzz_my_agent=EXAMPLE.read_text())
     result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider", "--agentckpt-seed=5")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["*agentckpt fuzzing*", "scenarios run: 25", "violations found: 0 (none)"])
+    result.stdout.fnmatch_lines(["*agentckpt fuzzing*", "scenarios run: 25", "violations found: 0 distinct failure(s) (none)"])

@@ -52,10 +52,10 @@ def test_the_seed_and_profile_are_in_the_report_header(pytester: pytest.Pytester
     assert "agentckpt fuzzing" not in result.stdout.str()
 
 
-def test_a_random_seed_is_chosen_and_printed_when_none_is_given(pytester: pytest.Pytester) -> None:
+def test_without_a_seed_the_header_says_the_example_database_is_kept(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_nothing="def test_nothing():\n    pass\n")
     result = pytester.runpytest_subprocess(*ARGS)
-    result.stdout.fnmatch_lines(["agentckpt: seed * (reproduce with --agentckpt-seed=*), profile quick"])
+    result.stdout.fnmatch_lines(["agentckpt: no seed: failures are saved to the example database * profile quick"])
 
 
 def test_examples_option_sets_the_examples_of_every_fuzz_call_and_the_summary_counts_them(
@@ -120,15 +120,14 @@ def test_reference_passes(n):
     assert _numbers(output, "scenarios run") == 20
 
 
-def test_redis_option_shares_the_example_database_through_redis() -> None:
-    from hypothesis.database import MultiplexedDatabase
+def test_redis_option_builds_a_redis_database_with_the_key_prefix_of_the_url() -> None:
     from hypothesis.extra.redis import RedisExampleDatabase
 
     from pytest_agentckpt.fixtures.harness import _redis_database
 
-    database = _redis_database("redis://127.0.0.1:1/0")
-    assert isinstance(database, MultiplexedDatabase)
-    assert any(isinstance(db, RedisExampleDatabase) for db in database._wrapped)
+    database = _redis_database("redis://127.0.0.1:1/0?key_prefix=team-a:")
+    assert isinstance(database, RedisExampleDatabase)
+    assert database._prefix == b"team-a:"
 
 
 def test_a_bad_examples_value_is_a_usage_error(pytester: pytest.Pytester) -> None:

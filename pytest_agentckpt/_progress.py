@@ -1,0 +1,74 @@
+"""Progress of a long ``fuzz`` call: a live line on a terminal, a line now and then in CI logs.
+
+Nothing is shown for a call shorter than :data:`QUIET_FOR` seconds.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+#: Seconds a call runs before any progress is shown.
+QUIET_FOR = 5.0
+#: Seconds between two lines in a log (not a terminal).
+LOG_EVERY = 10.0
+#: Seconds between two redraws of the live line on a terminal.
+REDRAW_EVERY = 0.5
+
+
+@dataclass
+class Sink:
+    """Where progress goes: ``write(text)`` without a newline, and whether it is a terminal."""
+
+    write: Callable[[str], None]
+    live: bool
+
+
+#: Set by the pytest plugin (its terminal writer); None: no progress at all.
+sink: Sink | None = None
+
+
+@dataclass
+class Progress:
+    """The progress of one ``fuzz`` call over ``total`` examples."""
+
+    name: str
+    total: int
+    clock: Callable[[], float] = time.monotonic
+    out: Sink | None = None
+    started: float = field(default=0.0)
+    _last: float | None = None
+    _drawn: bool = False
+
+    def __post_init__(self) -> None:
+        self.started = self.clock()
+
+    def tick(self, done: int, crashes: int, violations: int) -> None:
+        """After each example: show a line if the call has run long enough."""
+        out = self.out
+        if out is None:
+            return
+        now = self.clock()
+        elapsed = now - self.started
+        if elapsed < QUIET_FOR:
+            return
+        every = REDRAW_EVERY if out.live else LOG_EVERY
+        if self._last is not None and now - self._last < every:
+            return
+        self._last = now
+        rate = done / elapsed if elapsed > 0 else 0.0
+        line = (
+            f"agentckpt: {self.name}: {done}/{self.total} examples, {crashes} crashes injected, "
+            f"{violations} violations so far, {rate:.1f} examples/s"
+        )
+        if out.live:
+            out.write("\r" + line)
+        else:
+            out.write(line + "\n")
+        self._drawn = True
+
+    def close(self) -> None:
+        """End the live line, if one was drawn."""
+        if self.out is not None and self.out.live and self._drawn:
+            self.out.write("\n")

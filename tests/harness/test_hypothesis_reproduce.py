@@ -1,0 +1,64 @@
+"""The failure's replay line, pasted with the test's ``run`` and ``tools``, gives the same failure."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import pytest
+from hypothesis.database import InMemoryExampleDatabase
+
+from pytest_agentckpt.harness import OracleFailure, fuzz
+
+from .toolkit import toolbox
+
+PREFIX = "replay just this scenario: "
+
+
+def _replay_lines(report: str) -> list[str]:
+    return [line[len(PREFIX):] for line in report.splitlines() if line.startswith(PREFIX)]
+
+
+def _run_pasted(line: str, run: Any, tools: Any) -> OracleFailure:
+    namespace = {"run": run, "tools": tools}
+    with pytest.raises(OracleFailure) as caught:
+        exec(line, namespace)  # what a user pastes into a test
+    return caught.value
+
+
+@pytest.mark.parametrize(
+    ("name", "extra"),
+    [("checkpoint_after_result", {}), ("budget_resets", {"budget": 6})],
+)
+def test_the_printed_replay_line_run_as_pasted_gives_the_same_failure(name: str, extra: dict[str, Any]) -> None:
+    run = importlib.import_module(f"tests.buggy_agents.{name}").run
+    with pytest.raises(OracleFailure) as caught:
+        fuzz(run, toolbox(), seed=11, database=InMemoryExampleDatabase(), **extra)
+    failure = caught.value
+    lines = _replay_lines(str(failure))
+    assert lines, str(failure)
+    if extra:
+        assert "budget=6" in lines[0]
+    again = _run_pasted(lines[0], run, toolbox())
+    assert again.oracle == failure.oracle
+    assert again.fault_plan == failure.fault_plan and again.plan == failure.plan
+
+
+def test_ignored_oracles_are_part_of_the_replay_line() -> None:
+    run = importlib.import_module("tests.buggy_agents.common_design").run
+    with pytest.raises(OracleFailure) as caught:
+        fuzz(run, toolbox(), seed=3, database=InMemoryExampleDatabase(), ignore_oracles=["completed_idempotent"])
+    line = _replay_lines(str(caught.value))[0]
+    assert "ignore_oracles=['completed_idempotent']" in line
+    again = _run_pasted(line, run, toolbox())
+    assert again.oracle == caught.value.oracle != "completed_idempotent"
+
+
+def test_the_seeded_reproduce_line_names_the_seed_and_the_search_mode() -> None:
+    run = importlib.import_module("tests.buggy_agents.delete_on_success").run
+    with pytest.raises(OracleFailure) as caught:
+        fuzz(run, toolbox(), seed=42, max_examples=10, database=InMemoryExampleDatabase())
+    report = str(caught.value)
+    assert "reproduce: fuzz(..., seed=42)" in report
+    assert "search: seeded by fuzz(seed=42): reproducible, no example database" in report
+    assert "@reproduce_failure" not in report + "\n".join(getattr(caught.value, "__notes__", []))
