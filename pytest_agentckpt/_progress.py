@@ -62,13 +62,17 @@ class Progress:
             f"agentckpt: {self.name}: {done}/{self.total} examples, {crashes} crashes injected, "
             f"{violations} violations so far, {rate:.1f} examples/s"
         )
-        if out.live:
-            out.write("\r" + line)
-        else:
-            out.write(line + "\n")
+        try:
+            out.write("\r" + line if out.live else line + "\n")
+        except (OSError, ValueError):  # the writer went away (a closed stream): stay quiet
+            self.out = None
+            return
         self._drawn = True
 
     def close(self) -> None:
         """End the live line, if one was drawn."""
         if self.out is not None and self.out.live and self._drawn:
-            self.out.write("\n")
+            try:
+                self.out.write("\n")
+            except (OSError, ValueError):
+                self.out = None

@@ -84,3 +84,24 @@ def test_long():
     result = pytester.runpytest_subprocess("-p", "no:randomly", "-W", "ignore")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*agentckpt: test_long.py::test_long: 5/5 examples, * crashes injected, 0 violations so far, * examples/s"])
+
+
+def test_a_session_inside_the_session_gives_the_outer_sink_back(pytester: pytest.Pytester) -> None:
+    # pytester's inline runs start a whole session in this process: its terminal writer is
+    # closed when it ends, so the outer session's fuzz calls must not write to it.
+    before = _progress.sink
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    pytester.runpytest_inprocess("-p", "no:randomly").assert_outcomes(passed=1)
+    assert _progress.sink is before
+
+
+def test_a_writer_that_went_away_silences_progress_instead_of_failing_the_run() -> None:
+    def closed(text: str) -> None:
+        raise ValueError("I/O operation on closed file.")
+
+    clock = Clock()
+    progress = _progress.Progress("t::test", 10, clock=clock, out=_progress.Sink(closed, live=True))
+    clock.now += 60
+    progress.tick(5, crashes=1, violations=0)  # would raise without the guard
+    progress.close()
+    assert progress.out is None
