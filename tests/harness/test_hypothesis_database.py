@@ -37,7 +37,12 @@ def found_after(output: str) -> int:
     return int(match.group(1))
 
 
-def test_without_a_seed_a_failure_is_saved_and_the_next_run_replays_it_first(pytester: pytest.Pytester) -> None:
+def test_without_a_seed_a_failure_is_saved_and_the_next_run_replays_it_first(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With CI set, Hypothesis loads its own "ci" profile, which has no example database;
+    # this test is about the default profile.
+    monkeypatch.delenv("CI", raising=False)
     pytester.makepyfile(test_buggy=BUGGY)
     first = pytester.runpytest_subprocess(*ARGS)
     first.assert_outcomes(failed=1)

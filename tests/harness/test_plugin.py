@@ -52,7 +52,12 @@ def test_the_seed_and_profile_are_in_the_report_header(pytester: pytest.Pytester
     assert "agentckpt fuzzing" not in result.stdout.str()
 
 
-def test_without_a_seed_the_header_says_the_example_database_is_kept(pytester: pytest.Pytester) -> None:
+def test_without_a_seed_the_header_says_the_example_database_is_kept(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With CI set, Hypothesis loads its own "ci" profile, which has no example database;
+    # this test is about the default profile.
+    monkeypatch.delenv("CI", raising=False)
     pytester.makepyfile(test_nothing="def test_nothing():\n    pass\n")
     result = pytester.runpytest_subprocess(*ARGS)
     result.stdout.fnmatch_lines(["agentckpt: no seed: failures are saved to the example database * profile quick"])
