@@ -564,10 +564,13 @@ class _Loop:
             try:
                 spec = self.tools.spec(name)
                 irreversible, idempotent = spec.irreversible, spec.idempotent
+                repeat_safe = spec.repeat_safe
             except UnknownToolError:
-                irreversible = idempotent = False
+                irreversible = idempotent = repeat_safe = False
             if irreversible:
-                result = self.irreversible_call(tool_use_id, name, tool_input, idempotent)
+                result = self.irreversible_call(
+                    tool_use_id, name, tool_input, idempotent, repeat_safe=repeat_safe
+                )
             else:
                 result = self.tools.call(name, tool_input)
                 self.emit(
@@ -582,7 +585,13 @@ class _Loop:
             self.save("tool results")
 
     def irreversible_call(
-        self, tool_use_id: str, name: str, tool_input: dict[str, Any], idempotent: bool
+        self,
+        tool_use_id: str,
+        name: str,
+        tool_input: dict[str, Any],
+        idempotent: bool,
+        *,
+        repeat_safe: bool = False,
     ) -> ToolResult:
         record = self.cp.action(tool_use_id)
         if record is not None and record.state in ("done", "unknown") and record.result:
@@ -591,7 +600,7 @@ class _Loop:
                 outcome="from_ledger", is_error=record.result.is_error,
             )
             return ToolResult(record.result.content, record.result.is_error)
-        if record is not None and not idempotent:
+        if record is not None and not (idempotent or repeat_safe):
             # Intent without outcome, and a tool that cannot be asked twice safely.
             result = unknown_outcome_result(name, tool_use_id)
             record.state = "unknown"
@@ -604,13 +613,24 @@ class _Loop:
             self.save(f"unknown outcome of {name}")
             return result
         with _signals_held():
-            return self.perform(record, tool_use_id, name, tool_input)
+            return self.perform(record, tool_use_id, name, tool_input, repeat_safe=repeat_safe)
 
     def perform(
-        self, record: ActionRecord | None, tool_use_id: str, name: str, tool_input: dict[str, Any]
+        self,
+        record: ActionRecord | None,
+        tool_use_id: str,
+        name: str,
+        tool_input: dict[str, Any],
+        *,
+        repeat_safe: bool = False,
     ) -> ToolResult:
-        """Intent, effect, outcome: the write-ahead protocol of one irreversible call."""
-        outcome = "rerun_with_key" if record is not None else "ran"
+        """Intent, effect, outcome: the write-ahead protocol of one irreversible call.
+
+        An intent without an outcome is settled by running the call again: with its
+        recorded idempotency key (a keyed tool), or as it is (a repeat-safe tool, whose
+        repeat has no second effect).
+        """
+        outcome = "ran" if record is None else "rerun" if repeat_safe else "rerun_with_key"
         if record is None:
             record = ActionRecord(
                 tool_use_id=tool_use_id,

@@ -87,6 +87,7 @@ def describe_event(event: dict[str, Any]) -> str | None:
         outcome = {
             "ran": "ran",
             "rerun_with_key": "re-run with its recorded idempotency key (no second effect)",
+            "rerun": "re-run (the tool is repeat-safe: a repeat has no second effect)",
             "from_ledger": "outcome taken from the ledger (not run again)",
             "unknown": "outcome UNKNOWN: answered as such, not retried",
         }.get(str(event.get("outcome")), str(event.get("outcome")))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -396,3 +397,25 @@ def test_tool_calls_are_answered_even_when_the_stop_reason_says_end_turn() -> No
     calls: list[dict[str, Any]] = []
     assert run("t", "g", client=api.client(), store=store, tools=_echo_tools(calls)) == "ok"
     assert calls == [{"text": "hi"}]
+
+
+def test_a_repeat_safe_intent_without_outcome_is_rerun_not_answered_unknown() -> None:
+    # create_file declared repeat-safe (an overwrite): a crash after its effect hides the
+    # outcome, and the resume runs it again instead of answering UNKNOWN.
+    h = Harness()
+    h.tools = Toolbox(
+        dataclasses.replace(spec, idempotent=False, repeat_safe=True)
+        if spec.name == "create_file" else spec
+        for spec in h.tools
+    )
+    h.crash_tool[("create_file", 1)] = "after"
+    answer, restarts = h.run_to_end()
+    assert restarts == 1
+    outcomes = [e.data["outcome"] for e in h.events
+                if e.kind == "tool_call" and e.data["tool"] == "create_file"]
+    assert outcomes == ["rerun"]  # the first attempt crashed before its event
+    assert h.effects("create_file") == 2  # the repeat, harmless for a repeat-safe tool
+    cp = h.store.load("task")
+    assert cp is not None and cp.status == "completed" and cp.final_answer == answer
+    record = next(a for a in cp.actions if a.tool_name == "create_file")
+    assert record.state == "done" and not str(record.result.content).startswith("UNKNOWN")
