@@ -373,8 +373,11 @@ class PostgresStore:
         if head is None or any(b is None for b in raw_bodies):
             raise CorruptCheckpointError(task_id, "a stored head or message is NULL")
         bodies = [bytes(b) for b in raw_bodies]
-        checkpoint = decode_checkpoint(task_id, bytes(head), bodies)
-        self._tracker.loaded(task_id, int(version), str(lineage), checkpoint.messages)
+        copies: list[Any] = []
+        checkpoint = decode_checkpoint(task_id, bytes(head), bodies, copies=copies)
+        self._tracker.loaded(
+            task_id, int(version), str(lineage), checkpoint.messages, copies=copies
+        )
         return checkpoint.model_copy(update={"version": int(version)})
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
