@@ -53,6 +53,7 @@ __all__ = [
     "encode_message",
     "encode_messages",
     "loads",
+    "split_joined",
 ]
 
 #: The deepest nesting of objects and arrays a checkpoint may hold, counted from the
@@ -230,6 +231,25 @@ def _may_break_rules(data: bytes, depth: int) -> bool:
     return len(data) > _max_digits() and _LONG_DIGITS.search(data) is not None
 
 
+_LONG_DIGITS_TEXT = re.compile(f"[0-9]{{{MAX_INT_DIGITS + 1}}}")
+
+
+def _long_digits(raw: bytes | str) -> bool:
+    """Whether ``raw`` holds a run of digits longer than the integer limit."""
+    if isinstance(raw, bytes):
+        return _LONG_DIGITS.search(raw) is not None
+    return _LONG_DIGITS_TEXT.search(raw) is not None
+
+
+def _may_break_text_rules(raw: bytes | str, depth: int) -> bool:
+    """:func:`_may_break_rules` on bytes or on text (as a str slice of a joined read)."""
+    if isinstance(raw, bytes):
+        return _may_break_rules(raw, depth)
+    if depth - 1 + raw.count("[") + raw.count("{") > MAX_NESTING_DEPTH:
+        return True
+    return len(raw) > _max_digits() and _long_digits(raw)
+
+
 def _encode(value: Any, path: _Path, depth: int) -> bytes:
     """``value`` (at ``depth`` in the checkpoint) as compact UTF-8 JSON, or a clear refusal."""
     try:
@@ -344,26 +364,29 @@ _SHALLOW_DEPTH = 64
 
 
 def _copy_tree(value: Any, depth: int) -> Any:
-    """A copy of shallow data, by recursion (about twice as fast).
+    """A copy of shallow data, by recursion (about twice as fast as the stack).
 
+    Each container is copied whole and its container children replaced by their copies.
     Raises ``_TooDeep`` past ``_SHALLOW_DEPTH`` levels, so that it never recurses deeper
-    than that whatever the data.
+    than that whatever the data, and for any type but JSON's own (a subclass, a model):
+    the careful walk handles those.
     """
     if depth > _SHALLOW_DEPTH:
         raise _TooDeep
     kind = type(value)
     if kind is dict:
-        return {
-            key: _copy_tree(item, depth + 1) if isinstance(item, _KINDS) else item
-            for key, item in value.items()
-        }
-    if kind is list:
-        return [_copy_tree(item, depth + 1) if isinstance(item, _KINDS) else item for item in value]
-    if kind is tuple:
-        return tuple(
-            [_copy_tree(item, depth + 1) if isinstance(item, _KINDS) else item for item in value]
-        )
-    raise _TooDeep  # a subclass: the careful walk handles it
+        copy = value.copy()
+        for key, item in value.items():
+            if type(item) not in _LEAVES:
+                copy[key] = _copy_tree(item, depth + 1)
+        return copy
+    if kind is list or kind is tuple:
+        items = list(value)
+        for index, item in enumerate(items):
+            if type(item) not in _LEAVES:
+                items[index] = _copy_tree(item, depth + 1)
+        return items if kind is list else tuple(items)
+    raise _TooDeep
 
 
 class _TooDeep(Exception):
@@ -371,7 +394,7 @@ class _TooDeep(Exception):
 
 
 _CONTAINERS = frozenset((dict, list, tuple))
-_KINDS = (dict, list, tuple)
+_LEAVES = frozenset((str, int, float, bool, type(None)))
 
 
 def copy_containers(value: Any) -> Any:
@@ -485,6 +508,27 @@ def encode_messages(messages: Sequence[dict[str, Any]], start: int = 0) -> list[
     ]
 
 
+def split_joined(data: bytes, lengths: Sequence[int]) -> list[bytes | str]:
+    """The entries of ``data``, the concatenation of entries of ``lengths`` bytes each.
+
+    For a store that reads a history as one value (one round trip, one object instead of
+    one per message): each entry comes back on its own, to be decoded on its own by
+    :func:`decode_checkpoint`. Text when the whole is ASCII (one decode for all, and
+    then byte offsets are character offsets), else bytes. ``lengths`` must add up to
+    ``len(data)`` (the caller checks).
+    """
+    text: bytes | str = data
+    if data.isascii():
+        text = data.decode("ascii")
+    entries: list[bytes | str] = []
+    start = 0
+    for length in lengths:
+        end = start + length
+        entries.append(text[start:end])
+        start = end
+    return entries
+
+
 def _check_head(task_id: str, head: Any) -> dict[str, Any]:
     if not isinstance(head, dict):
         raise CorruptCheckpointError(task_id, "stored head is not a JSON object")
@@ -549,11 +593,10 @@ def decode_checkpoint(
                         copy = _copy_tree(message, 2)
                     except (_TooDeep, RecursionError):
                         copy = _SLOW
-                data = raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogatepass")
                 if copy is _SLOW:
-                    if _may_break_rules(data, 2):
+                    if _may_break_text_rules(raw, 2):
                         _check_decoded(task_id, None, message, ((None, "messages"), index), 2)
-                elif len(data) > digits and _LONG_DIGITS.search(data) is not None:
+                elif len(raw) > digits and _long_digits(raw):
                     _check_decoded(task_id, None, message, ((None, "messages"), index), 2)
         else:
             message = raw
