@@ -26,7 +26,7 @@ import json
 import math
 import re
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -338,7 +338,8 @@ def _loads(
 
 # The C scanner ``json.loads`` drives, called directly: ``json.loads`` on bytes decodes
 # them with the ``surrogatepass`` handler, several times slower than strict UTF-8.
-_SCAN = json.JSONDecoder().scan_once
+_SCAN: Callable[[str, int], tuple[Any, int]]
+_SCAN = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
 def _fast_message(raw: bytes | str) -> Any:

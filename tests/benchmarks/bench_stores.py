@@ -456,6 +456,8 @@ class Peer:
     load_ms: list[float] = field(default_factory=list)
     bytes_run: int | None = None
     note: str = ""
+    #: Our load of a history of the same length, interleaved with the peer's loads.
+    ours_load_ms: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -605,7 +607,12 @@ def measure(bench: Bench, args: argparse.Namespace) -> Result:
                 for size, task in targets:
                     pair: list[tuple[str, Callable[[], Any]]] = [
                         ("ours", lambda task=task: reader.load(task.task_id)),
-                        ("blob", lambda task=task: json.loads(bench.get_blob(task.task_id).decode("utf-8"))),
+                        (
+                            "blob",
+                            lambda task=task: json.loads(
+                                bench.get_blob(task.task_id).decode("utf-8")
+                            ),
+                        ),
                     ]
                     rng.shuffle(pair)
                     for name, fn in pair:
@@ -624,12 +631,20 @@ def measure(bench: Bench, args: argparse.Namespace) -> Result:
                 add_iteration(loaded, loaded.iteration, args.payload)
                 ms, tasks[t] = _timed(lambda loaded=loaded: reader.save(loaded))
                 result.first_save_after_load_ms.append(ms)
+            if args.peers:
+                by_size = {size: task.task_id for size, task in targets}
+
+                def ours(size: int) -> float | None:
+                    if size not in by_size:
+                        return None
+                    ms, _ = _timed(lambda: reader.load(by_size[size]))
+                    return ms
+
+                run_peers(bench, args, result, ours)
         finally:
             reader.close()
     finally:
         store.close()
-    if args.peers:
-        run_peers(bench, args, result)
     return result
 
 
@@ -711,6 +726,7 @@ def _peer_run(
     *,
     grow: bool,
     meter: Callable[[], int] | None,
+    ours: Callable[[int], float | None],
 ) -> Peer:
     """One peer: bytes over ``args.iterations`` iterations, saves up to ``messages``, loads.
 
@@ -740,16 +756,29 @@ def _peer_run(
     config = {"configurable": {"thread_id": f"{name}-{thread}"}, **limit}
     graph.invoke({"messages": initial, "i": start}, config, durability="sync")
     peer.save_ms = clock.steps()[-window:]
+    rng = random.Random(args.seed)
     for _ in range(args.peer_loads):
-        ms, got = _timed(lambda: graph.get_state(config))
-        assert len(got.values["messages"]) == messages, len(got.values["messages"])
-        peer.load_ms.append(ms)
+        order = [True, False]
+        rng.shuffle(order)
+        for theirs in order:
+            if theirs:
+                ms, got = _timed(lambda: graph.get_state(config))
+                assert len(got.values["messages"]) == messages, len(got.values["messages"])
+                peer.load_ms.append(ms)
+            elif (mine := ours(messages)) is not None:
+                peer.ours_load_ms.append(mine)
     if not grow:
         peer.note = f"started from {2 * start} messages in one input"
     return peer
 
 
-def run_peers(bench: Bench, args: argparse.Namespace, result: Result) -> None:
+def run_peers(
+    bench: Bench,
+    args: argparse.Namespace,
+    result: Result,
+    ours: Callable[[int], float | None],
+) -> None:
+    """LangGraph's savers on ``bench``'s server; ``ours`` times our load of a length."""
     try:
         import langgraph  # noqa: F401
     except ImportError:
@@ -772,6 +801,7 @@ def run_peers(bench: Bench, args: argparse.Namespace, result: Result) -> None:
                     args,
                     grow=False,
                     meter=bench.meter,
+                    ours=ours,
                 )
             )
         if args.flat_messages:
@@ -785,6 +815,7 @@ def run_peers(bench: Bench, args: argparse.Namespace, result: Result) -> None:
                         args,
                         grow=True,
                         meter=bench.meter,
+                        ours=ours,
                     )
                 )
     elif bench.name == "sqlite" and bench.sqlite_dir is not None:
@@ -806,6 +837,7 @@ def run_peers(bench: Bench, args: argparse.Namespace, result: Result) -> None:
                     args,
                     grow=False,
                     meter=bench.meter,
+                    ours=ours,
                 )
             )
         finally:
@@ -867,14 +899,14 @@ def report(result: Result, args: argparse.Namespace) -> str:
         out.append(f"  peers: {result.peer_note}")
     for peer in result.peers:
         ours_save = result.saves.get(peer.messages) or result.saves[args.long_messages]
-        ours_load = result.loads.get(peer.messages) or []
+        ours_load = peer.ours_load_ms or result.loads.get(peer.messages) or []
         line = (
             f"  peer {peer.name} at {peer.messages} messages: save p50/p99 {_pp(peer.save_ms)} "
             f"({p50(peer.save_ms) / bare:.2f}x the append, {p50(peer.save_ms) / p50(ours_save):.1f}x ours); "
             f"load (get_state) p50 {p50(peer.load_ms):.2f} ms"
         )
         if ours_load:
-            line += f", ours/peer {p50(ours_load) / p50(peer.load_ms):.2f}x"
+            line += f", ours {p50(ours_load):.2f} ms interleaved, ours/peer {p50(ours_load) / p50(peer.load_ms):.2f}x"
             line += " (ours ahead)" if p50(ours_load) < p50(peer.load_ms) else " (PEER AHEAD)"
         if peer.bytes_run is not None:
             line += (
@@ -923,7 +955,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--peer-window", type=int, default=50, help="peer supersteps measured (the last ones)"
     )
-    parser.add_argument("--peer-loads", type=int, default=5, help="peer loads (default 5)")
+    parser.add_argument("--peer-loads", type=int, default=10, help="peer loads (default 10)")
     parser.add_argument(
         "--postgres-url",
         default=None,
