@@ -26,7 +26,7 @@ import json
 import math
 import re
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -44,6 +44,7 @@ __all__ = [
     "MAX_INT_DIGITS",
     "MAX_NESTING_DEPTH",
     "check_task_id",
+    "copy_containers",
     "decode_checkpoint",
     "decode_head",
     "decode_summary",
@@ -52,6 +53,7 @@ __all__ = [
     "encode_message",
     "encode_messages",
     "loads",
+    "split_joined",
 ]
 
 #: The deepest nesting of objects and arrays a checkpoint may hold, counted from the
@@ -229,6 +231,25 @@ def _may_break_rules(data: bytes, depth: int) -> bool:
     return len(data) > _max_digits() and _LONG_DIGITS.search(data) is not None
 
 
+_LONG_DIGITS_TEXT = re.compile(f"[0-9]{{{MAX_INT_DIGITS + 1}}}")
+
+
+def _long_digits(raw: bytes | str) -> bool:
+    """Whether ``raw`` holds a run of digits longer than the integer limit."""
+    if isinstance(raw, bytes):
+        return _LONG_DIGITS.search(raw) is not None
+    return _LONG_DIGITS_TEXT.search(raw) is not None
+
+
+def _may_break_text_rules(raw: bytes | str, depth: int) -> bool:
+    """:func:`_may_break_rules` on bytes or on text (as a str slice of a joined read)."""
+    if isinstance(raw, bytes):
+        return _may_break_rules(raw, depth)
+    if depth - 1 + raw.count("[") + raw.count("{") > MAX_NESTING_DEPTH:
+        return True
+    return len(raw) > _max_digits() and _long_digits(raw)
+
+
 def _encode(value: Any, path: _Path, depth: int) -> bytes:
     """``value`` (at ``depth`` in the checkpoint) as compact UTF-8 JSON, or a clear refusal."""
     try:
@@ -315,6 +336,127 @@ def _loads(
         raise CorruptCheckpointError(task_id, reason) from None
 
 
+# The C scanner ``json.loads`` drives, called directly: ``json.loads`` on bytes decodes
+# them with the ``surrogatepass`` handler, several times slower than strict UTF-8.
+_SCAN: Callable[[str, int], tuple[Any, int]]
+_SCAN = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+
+
+def _fast_message(raw: bytes | str) -> Any:
+    """``raw`` decoded as ``json.loads`` would, or ``_SLOW`` for the careful path.
+
+    Only the text our own encoder writes is taken here (strict UTF-8, one value, no
+    whitespace around it): the value is then exactly what ``json.loads`` returns. Any
+    other text (surrogate escapes in the bytes, whitespace, damage, nesting too deep for
+    the C scanner) goes to :func:`_loads`, which decodes it or names the damage.
+    """
+    try:
+        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+        value, end = _SCAN(text, 0)
+    except (ValueError, StopIteration, RecursionError):
+        return _SLOW
+    return value if end == len(text) else _SLOW
+
+
+_SLOW = object()
+
+
+_SHALLOW_DEPTH = 64
+
+
+def _copy_tree(value: Any, depth: int) -> Any:
+    """A copy of shallow data, by recursion (about twice as fast as the stack).
+
+    Each container is copied whole and its container children replaced by their copies.
+    Raises ``_TooDeep`` past ``_SHALLOW_DEPTH`` levels, so that it never recurses deeper
+    than that whatever the data, and for any type but JSON's own (a subclass, a model):
+    the careful walk handles those.
+    """
+    if depth > _SHALLOW_DEPTH:
+        raise _TooDeep
+    kind = type(value)
+    if kind is dict:
+        copy = value.copy()
+        for key, item in value.items():
+            if type(item) not in _LEAVES:
+                copy[key] = _copy_tree(item, depth + 1)
+        return copy
+    if kind is list or kind is tuple:
+        items = list(value)
+        for index, item in enumerate(items):
+            if type(item) not in _LEAVES:
+                items[index] = _copy_tree(item, depth + 1)
+        return items if kind is list else tuple(items)
+    raise _TooDeep
+
+
+class _TooDeep(Exception):
+    pass
+
+
+_CONTAINERS = frozenset((dict, list, tuple))
+_LEAVES = frozenset((str, int, float, bool, type(None)))
+
+
+def copy_containers(value: Any) -> Any:
+    """A copy of ``value``'s containers that shares its immutable leaves.
+
+    The tracker's snapshot (:mod:`stores.incremental`) must not alias the caller's dicts
+    and lists (the caller may mutate them after a save), but strings and numbers cannot
+    change: sharing them lets the prefix comparison take the identity shortcut on every
+    leaf instead of comparing megabytes of text. Shallow data is copied by recursion
+    (about twice as fast), deeper data by an explicit stack: no depth of data can raise
+    ``RecursionError`` here.
+    """
+    if type(value) not in _CONTAINERS:
+        return _skeleton(value)
+    try:
+        return _copy_tree(value, 0)
+    except (_TooDeep, RecursionError):
+        return _skeleton(value)
+
+
+def _skeleton(value: Any) -> Any:
+    """A copy of ``value``'s containers that shares its immutable leaves.
+
+    The snapshot must not alias the caller's dicts and lists (the caller may mutate them
+    after a save), but strings and numbers cannot change: sharing them lets the prefix
+    comparison take the identity shortcut on every leaf instead of comparing megabytes of
+    text, which keeps a save at 1,000 messages close to the cost of the write itself.
+
+    It walks with an explicit stack, never recursing, so no depth of data can raise
+    ``RecursionError`` here (the codec refuses what is deeper than its limit anyway).
+    """
+    if not isinstance(value, dict | list | tuple):
+        return value
+    # Each container is copied shallowly (sharing its leaves) into its parent's copy, and
+    # its container children are queued to be copied in turn. Tuples are copied as lists
+    # and frozen at the end, deepest first, since a tuple cannot be filled in place.
+    root = [value]
+    pending: list[tuple[Any, Any]] = [(root, 0)]
+    tuples: list[tuple[Any, Any]] = []
+    while pending:
+        parent, key = pending.pop()
+        node = parent[key]
+        if isinstance(node, dict):
+            copy: Any = dict(node)
+            parent[key] = copy
+            for child_key, child in copy.items():
+                if isinstance(child, dict | list | tuple):
+                    pending.append((copy, child_key))
+        else:
+            copy = list(node)
+            parent[key] = copy
+            if isinstance(node, tuple):
+                tuples.append((parent, key))
+            for index, child in enumerate(copy):
+                if isinstance(child, dict | list | tuple):
+                    pending.append((copy, index))
+    for parent, key in reversed(tuples):
+        parent[key] = tuple(parent[key])
+    return root[0]
+
+
 def _check_decoded(
     task_id: str, raw: bytes | str | None, value: Any, path: _Path, depth: int
 ) -> None:
@@ -367,6 +509,27 @@ def encode_messages(messages: Sequence[dict[str, Any]], start: int = 0) -> list[
     ]
 
 
+def split_joined(data: bytes, lengths: Sequence[int]) -> list[bytes | str]:
+    """The entries of ``data``, the concatenation of entries of ``lengths`` bytes each.
+
+    For a store that reads a history as one value (one round trip, one object instead of
+    one per message): each entry comes back on its own, to be decoded on its own by
+    :func:`decode_checkpoint`. Text when the whole is ASCII (one decode for all, and
+    then byte offsets are character offsets), else bytes. ``lengths`` must add up to
+    ``len(data)`` (the caller checks).
+    """
+    text: bytes | str = data
+    if data.isascii():
+        text = data.decode("ascii")
+    entries: list[bytes | str] = []
+    start = 0
+    for length in lengths:
+        end = start + length
+        entries.append(text[start:end])
+        start = end
+    return entries
+
+
 def _check_head(task_id: str, head: Any) -> dict[str, Any]:
     if not isinstance(head, dict):
         raise CorruptCheckpointError(task_id, "stored head is not a JSON object")
@@ -389,7 +552,11 @@ def decode_head(task_id: str, head: bytes | str) -> dict[str, Any]:
 
 
 def decode_checkpoint(
-    task_id: str, head: bytes | str | dict[str, Any], messages: Iterable[bytes | str | Any]
+    task_id: str,
+    head: bytes | str | dict[str, Any],
+    messages: Iterable[bytes | str | Any],
+    *,
+    copies: list[Any] | None = None,
 ) -> Checkpoint:
     """Rebuild a checkpoint from its stored head and messages.
 
@@ -397,6 +564,10 @@ def decode_checkpoint(
     already decoded object (as a JSONB column returns it). The result shares nothing with
     the inputs' decoded objects beyond what the caller passed in. Data that breaks the
     rules a save enforces (nesting, integer length) is :class:`CorruptCheckpointError`.
+
+    ``copies``, a list, receives :func:`copy_containers` of each message (what the
+    incremental tracker keeps): the copy walks each message once, and that walk also
+    bounds its nesting, so it costs less than the copy and the check made apart.
     """
     if isinstance(head, dict):
         fields = _check_head(task_id, head)
@@ -405,32 +576,59 @@ def decode_checkpoint(
         fields = decode_head(task_id, head)
         _check_decoded(task_id, head, fields, None, 0)
     decoded: list[Any] = []
+    append = decoded.append
+    digits = _max_digits()
     for index, raw in enumerate(messages):
-        where = ((None, "messages"), index)
+        copy: Any = _SLOW
         if isinstance(raw, bytes | str):
-            message = _loads(raw, task_id, f"message {index}", where, 2)
-            _check_decoded(task_id, raw, message, where, 2)
+            message = _fast_message(raw)
+            if message is _SLOW:
+                where: _Path = ((None, "messages"), index)
+                message = _loads(raw, task_id, f"message {index}", where, 2)
+                _check_decoded(task_id, raw, message, where, 2)
+            else:
+                if copies is not None and type(message) is dict:
+                    try:
+                        # Depth 2 (a message) plus at most _SHALLOW_DEPTH levels: well
+                        # within the nesting limit, so only the digits are left to check.
+                        copy = _copy_tree(message, 2)
+                    except (_TooDeep, RecursionError):
+                        copy = _SLOW
+                if copy is _SLOW:
+                    if _may_break_text_rules(raw, 2):
+                        _check_decoded(task_id, None, message, ((None, "messages"), index), 2)
+                elif len(raw) > digits and _long_digits(raw):
+                    _check_decoded(task_id, None, message, ((None, "messages"), index), 2)
         else:
             message = raw
-            _check_decoded(task_id, None, message, where, 2)
-        if not isinstance(message, dict):
-            raise CorruptCheckpointError(task_id, f"stored message {index} is not a JSON object")
-        decoded.append(message)
+            _check_decoded(task_id, None, message, ((None, "messages"), index), 2)
+        if type(message) is not dict:
+            if not isinstance(message, dict):
+                raise CorruptCheckpointError(
+                    task_id, f"stored message {index} is not a JSON object"
+                )
+            message = dict(message)
+        append(message)
+        if copies is not None:
+            copies.append(copy_containers(message) if copy is _SLOW else copy)
+    # The schema is checked on the head alone: ``messages`` is ``list[dict[str, Any]]``
+    # and every entry was checked to be a decoded JSON object (whose keys are strings)
+    # just above, so validating it again would only copy each message.
     try:
-        return Checkpoint.model_validate({**fields, "messages": decoded})
+        checkpoint = Checkpoint.model_validate({**fields, "messages": []})
     except ValidationError as exc:
         raise CorruptCheckpointError(
             task_id, f"stored data does not match the checkpoint schema: {exc}"
         ) from None
     except RecursionError:  # pragma: no cover - the depth check above rules it out
         raise CorruptCheckpointError(task_id, _too_deep(MAX_NESTING_DEPTH + 1)) from None
+    checkpoint.messages = decoded
+    return checkpoint
 
 
 def decode_summary(task_id: str, head: bytes | str | dict[str, Any]) -> CheckpointSummary:
     """A listing entry from a stored head."""
-    fields = (
-        _check_head(task_id, head) if isinstance(head, dict) else decode_head(task_id, head)
-    )
+    fields = _check_head(task_id, head) if isinstance(head, dict) else decode_head(task_id, head)
     try:
         return CheckpointSummary.model_validate(
             {key: fields.get(key) for key in CheckpointSummary.model_fields}

@@ -21,50 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .checkpoint import Checkpoint
-from .codec import encode_messages
+from .codec import copy_containers, encode_messages
 
 __all__ = ["PrefixTracker", "WritePlan", "new_lineage"]
-
-
-def _skeleton(value: Any) -> Any:
-    """A copy of ``value``'s containers that shares its immutable leaves.
-
-    The snapshot must not alias the caller's dicts and lists (the caller may mutate them
-    after a save), but strings and numbers cannot change: sharing them lets the prefix
-    comparison take the identity shortcut on every leaf instead of comparing megabytes of
-    text, which keeps a save at 1,000 messages close to the cost of the write itself.
-
-    It walks with an explicit stack, never recursing, so no depth of data can raise
-    ``RecursionError`` here (the codec refuses what is deeper than its limit anyway).
-    """
-    if not isinstance(value, dict | list | tuple):
-        return value
-    # Each container is copied shallowly (sharing its leaves) into its parent's copy, and
-    # its container children are queued to be copied in turn. Tuples are copied as lists
-    # and frozen at the end, deepest first, since a tuple cannot be filled in place.
-    root = [value]
-    pending: list[tuple[Any, Any]] = [(root, 0)]
-    tuples: list[tuple[Any, Any]] = []
-    while pending:
-        parent, key = pending.pop()
-        node = parent[key]
-        if isinstance(node, dict):
-            copy: Any = dict(node)
-            parent[key] = copy
-            for child_key, child in copy.items():
-                if isinstance(child, dict | list | tuple):
-                    pending.append((copy, child_key))
-        else:
-            copy = list(node)
-            parent[key] = copy
-            if isinstance(node, tuple):
-                tuples.append((parent, key))
-            for index, child in enumerate(copy):
-                if isinstance(child, dict | list | tuple):
-                    pending.append((copy, index))
-    for parent, key in reversed(tuples):
-        parent[key] = tuple(parent[key])
-    return root[0]
 
 
 def new_lineage() -> str:
@@ -134,15 +93,13 @@ class PrefixTracker:
             lineage = stored_lineage or (known.lineage if known else new_lineage())
         return WritePlan(True, 0, encode_messages(messages), lineage)
 
-    def saved(
-        self, task_id: str, version: int, plan: WritePlan, messages: Sequence[Any]
-    ) -> None:
+    def saved(self, task_id: str, version: int, plan: WritePlan, messages: Sequence[Any]) -> None:
         """Record that ``plan`` was written durably and the record is now at ``version``.
 
         ``messages`` is the saved checkpoint's whole history (``plan`` says which part
         was written).
         """
-        fresh = [_skeleton(message) for message in messages[plan.start : plan.total]]
+        fresh = [copy_containers(message) for message in messages[plan.start : plan.total]]
         with self._lock:
             known = self._known.get(task_id)
             if plan.rewrite or known is None or known.lineage != plan.lineage:
@@ -152,9 +109,25 @@ class PrefixTracker:
                 known.version = version
                 self._known.move_to_end(task_id)
 
-    def loaded(self, task_id: str, version: int, lineage: str, messages: Sequence[Any]) -> None:
-        """Record the history a load read (the decoded messages handed to the caller)."""
-        fresh = [_skeleton(message) for message in messages]
+    def loaded(
+        self,
+        task_id: str,
+        version: int,
+        lineage: str,
+        messages: Sequence[Any],
+        *,
+        copies: list[Any] | None = None,
+    ) -> None:
+        """Record the history a load read (the decoded messages handed to the caller).
+
+        ``copies``: :func:`~stores.codec.copy_containers` of each of ``messages``, made
+        already (``decode_checkpoint`` makes them while it decodes); the tracker keeps
+        them instead of copying ``messages`` again.
+        """
+        if copies is not None and len(copies) == len(messages):
+            fresh = copies
+        else:
+            fresh = [copy_containers(message) for message in messages]
         with self._lock:
             self._remember(task_id, _Known(version, lineage, fresh))
 

@@ -90,8 +90,9 @@ class MemoryStore:
                 record.head,
                 list(record.messages),
             )
-        checkpoint = decode_checkpoint(task_id, head, messages)
-        self._tracker.loaded(task_id, version, lineage, checkpoint.messages)
+        copies: list[Any] = []
+        checkpoint = decode_checkpoint(task_id, head, messages, copies=copies)
+        self._tracker.loaded(task_id, version, lineage, checkpoint.messages, copies=copies)
         if checkpoint.version != version:  # the head is written with its version
             checkpoint = checkpoint.model_copy(update={"version": version})
         return checkpoint

@@ -47,6 +47,7 @@ from .codec import (
     dumps,
     encode_head,
     encode_messages,
+    split_joined,
 )
 from .errors import (
     ConflictError,
@@ -350,31 +351,44 @@ class PostgresStore:
         check_task_id(task_id)
         if "\x00" in task_id:
             return None  # PostgreSQL text cannot hold NUL, so no such task can exist
+        q = self._queries
         with self._connection("load") as conn:
             # One statement, one snapshot: the head and the messages always match.
             cur = conn.cursor(binary=True)
             if self.ttl is None:
-                row = cur.execute(self._queries.load, (task_id,)).fetchone()
+                row = cur.execute(q.load_joined, (task_id,), prepare=True).fetchone()
             else:
                 # Also deletes the task's rows if it has expired (then no row comes back).
                 limit = cutoff(self.ttl, utcnow())
                 row = cur.execute(
-                    self._queries.load_live, (task_id, limit, task_id, limit)
+                    q.load_joined_live, (task_id, limit, task_id, limit), prepare=True
                 ).fetchone()
+            bodies = None if row is None else _split_joined(row)
+            if row is not None and bodies is None:
+                # Not the rows of a sound history (or an aggregate gave them out of
+                # order): read them one by one, to load them or to name the damage.
+                if self.ttl is None:
+                    row = cur.execute(q.load, (task_id,)).fetchone()
+                else:
+                    row = cur.execute(q.load_live, (task_id, limit, task_id, limit)).fetchone()
         if row is None:
             return None
-        version, lineage, head, count, indexes, raw_bodies = row
-        indexes = list(indexes or [])
-        if indexes != list(range(count)):
-            shown = indexes if len(indexes) <= 8 else f"{len(indexes)} rows"
-            raise CorruptCheckpointError(
-                task_id, f"the head records {count} messages but the stored indexes are {shown}"
-            )
-        if head is None or any(b is None for b in raw_bodies):
-            raise CorruptCheckpointError(task_id, "a stored head or message is NULL")
-        bodies = [bytes(b) for b in raw_bodies]
-        checkpoint = decode_checkpoint(task_id, bytes(head), bodies)
-        self._tracker.loaded(task_id, int(version), str(lineage), checkpoint.messages)
+        version, lineage, head, count, indexes, raw_bodies = row[:6]
+        if bodies is None:
+            indexes = list(indexes or [])
+            if indexes != list(range(count)):
+                shown = indexes if len(indexes) <= 8 else f"{len(indexes)} rows"
+                raise CorruptCheckpointError(
+                    task_id, f"the head records {count} messages but the stored indexes are {shown}"
+                )
+            if head is None or any(b is None for b in raw_bodies):
+                raise CorruptCheckpointError(task_id, "a stored head or message is NULL")
+            bodies = [bytes(b) for b in raw_bodies]
+        copies: list[Any] = []
+        checkpoint = decode_checkpoint(task_id, bytes(head), bodies, copies=copies)
+        self._tracker.loaded(
+            task_id, int(version), str(lineage), checkpoint.messages, copies=copies
+        )
         return checkpoint.model_copy(update={"version": int(version)})
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
@@ -570,6 +584,36 @@ class PostgresStore:
         self._tracker = PrefixTracker()
 
 
+def _split_joined(row: tuple[Any, ...]) -> list[bytes | str] | None:
+    """The message bodies of a ``load_joined`` row, or None if they need a careful read.
+
+    Only a history whose indexes are exactly 0..n-1 (n the head's count) in some order,
+    with no NULL and lengths that add up, is split here, and put in index order.
+    """
+    _, _, head, count, indexes, lengths, joined = row
+    if head is None or not isinstance(count, int):
+        return None
+    if count == 0:
+        return [] if indexes is None else None
+    if indexes is None or lengths is None or joined is None:
+        return None
+    indexes = list(indexes)
+    if len(indexes) != count or None in lengths or None in indexes:
+        return None
+    data = bytes(joined)
+    if sum(lengths) != len(data):
+        return None
+    entries = split_joined(data, lengths)
+    if indexes == list(range(count)):
+        return entries
+    if sorted(indexes) != list(range(count)):
+        return None
+    ordered: list[bytes | str] = [b""] * count
+    for index, entry in zip(indexes, entries, strict=True):
+        ordered[index] = entry
+    return ordered
+
+
 def _jsonb_or_none(value: Mapping[str, Any]) -> str | None:
     """``value`` as JSON text for a jsonb parameter, or None when jsonb cannot hold it."""
     text = dumps(value).decode("utf-8")
@@ -598,6 +642,17 @@ def _lost() -> Exception:
     import psycopg
 
     return psycopg.OperationalError("pooled connection was closed by the server")
+
+
+# A task's messages as one value: indexes, lengths and the concatenated bodies, in the
+# order the rows are read (no sort: an ORDER BY of megabytes of bodies spills to disk).
+# The aggregates of one query all see the rows in the same order, so the indexes say
+# where each body goes.
+_JOINED = (
+    "SELECT array_agg(m.idx) AS idxs, array_agg(octet_length(m.body)) AS lens,"
+    " string_agg(m.body, ''::bytea) AS bodies"
+    " FROM {msg} m WHERE m.task_id = c.task_id"
+)
 
 
 class _Queries:
@@ -700,6 +755,14 @@ class _Queries:
             " ARRAY(SELECT m.body FROM {msg} m WHERE m.task_id = c.task_id ORDER BY m.idx)"
             " FROM {cp} c WHERE c.task_id = %s"
         )
+        # The same in one value: the bodies concatenated (one bytea, not an array of
+        # thousands), with their indexes and lengths. The load checks that the indexes
+        # are 0..n-1 in some order, else reads again with the query above.
+        self.load_joined = q(
+            "SELECT c.version, c.lineage, c.head, c.message_count, m.idxs, m.lens, m.bodies"
+            " FROM {cp} c LEFT JOIN LATERAL (" + _JOINED + ") m ON true"
+            " WHERE c.task_id = %s"
+        )
         self.list_base = q("SELECT task_id, version, head FROM {cp}")
         self._retention(sql_mod, q, head_columns)
 
@@ -758,6 +821,14 @@ class _Queries:
             " ARRAY(SELECT m.idx FROM {msg} m WHERE m.task_id = c.task_id ORDER BY m.idx),"
             " ARRAY(SELECT m.body FROM {msg} m WHERE m.task_id = c.task_id ORDER BY m.idx)"
             " FROM {cp} c WHERE c.task_id = %s AND NOT {expired_c}",
+            expired=expired,
+            expired_c=expired_c,
+        )
+        self.load_joined_live = q(
+            drop_task + " SELECT c.version, c.lineage, c.head, c.message_count,"
+            " m.idxs, m.lens, m.bodies"
+            " FROM {cp} c LEFT JOIN LATERAL (" + _JOINED + ") m ON true"
+            " WHERE c.task_id = %s AND NOT {expired_c}",
             expired=expired,
             expired_c=expired_c,
         )

@@ -373,12 +373,13 @@ class RedisStore:
             self._tracker.forget(task_id)
             return None
         version, lineage = self._check_head_fields(task_id, head, len(messages))
-        checkpoint = decode_checkpoint(task_id, head[b"body"], messages)
+        copies: list[Any] = []
+        checkpoint = decode_checkpoint(task_id, head[b"body"], messages, copies=copies)
         if checkpoint.version != version:
             raise CorruptCheckpointError(
                 task_id, f"head body says version {checkpoint.version}, the record {version}"
             )
-        self._tracker.loaded(task_id, version, lineage, checkpoint.messages)
+        self._tracker.loaded(task_id, version, lineage, checkpoint.messages, copies=copies)
         return checkpoint
 
     @staticmethod

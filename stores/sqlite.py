@@ -101,6 +101,12 @@ _SELECT_FOR_SAVE = "SELECT version, lineage, message_count FROM checkpoints WHER
 _SELECT_FOR_SAVE_TTL = (
     f"SELECT version, lineage, message_count, {_EXPIRED} FROM checkpoints WHERE task_id = ?"
 )
+_APPEND_HEAD = (
+    "UPDATE checkpoints SET version = ?, status = ?, metadata = ?, head = ?, message_count = ?,"
+    " created_at = ?, updated_at = ?"
+    " WHERE task_id = ? AND version = ? AND lineage = ? AND message_count = ?"
+)
+_APPEND_HEAD_TTL = _APPEND_HEAD + f" AND NOT {_EXPIRED}"
 _SELECT_FOR_LOAD = "SELECT version, lineage, head, message_count FROM checkpoints WHERE task_id = ?"
 _SELECT_FOR_LOAD_TTL = (
     f"SELECT version, lineage, head, message_count, {_EXPIRED} FROM checkpoints WHERE task_id = ?"
@@ -362,8 +368,9 @@ class SQLiteStore:
             if not isinstance(body, bytes):
                 raise CorruptCheckpointError(task_id, f"stored message {idx} is not JSON bytes")
             bodies.append(body)
-        checkpoint = decode_checkpoint(task_id, head, bodies)
-        self._tracker.loaded(task_id, version, lineage, checkpoint.messages)
+        copies: list[Any] = []
+        checkpoint = decode_checkpoint(task_id, head, bodies, copies=copies)
+        self._tracker.loaded(task_id, version, lineage, checkpoint.messages, copies=copies)
         return checkpoint.model_copy(update={"version": version})
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
@@ -384,19 +391,23 @@ class SQLiteStore:
         conflict: ConflictError | None = None
         try:
             with self._transaction() as conn:
-                if self.ttl is None:
-                    row, expired = conn.execute(_SELECT_FOR_SAVE, (task_id,)).fetchone(), False
-                else:
-                    limit = _iso(cutoff(self.ttl, saved.updated_at))
-                    row, expired = self._live_row(conn, task_id, limit)
-                actual = None if row is None else int(row[0])
-                if (actual or 0) == checkpoint.version:
-                    plan = self._write(conn, checkpoint, plan, row, new_version, values)
-                elif expired:
-                    # Commit the deletion of the expired rows, then report the conflict.
-                    conflict = ConflictError(task_id, checkpoint.version, None)
-                else:
-                    raise ConflictError(task_id, checkpoint.version, actual)
+                limit = None if self.ttl is None else _iso(cutoff(self.ttl, saved.updated_at))
+                # The common case first: one conditional UPDATE of the head and the new
+                # rows. Anything it does not match goes the careful way below, in the
+                # same transaction (the UPDATE changed nothing then).
+                if plan.rewrite or not self._append(conn, checkpoint, plan, values, limit):
+                    if limit is None:
+                        row, expired = conn.execute(_SELECT_FOR_SAVE, (task_id,)).fetchone(), False
+                    else:
+                        row, expired = self._live_row(conn, task_id, limit)
+                    actual = None if row is None else int(row[0])
+                    if (actual or 0) == checkpoint.version:
+                        plan = self._write(conn, checkpoint, plan, row, new_version, values)
+                    elif expired:
+                        # Commit the deletion of the expired rows, then report the conflict.
+                        conflict = ConflictError(task_id, checkpoint.version, None)
+                    else:
+                        raise ConflictError(task_id, checkpoint.version, actual)
             if conflict is not None:
                 raise conflict
         except ConflictError:
@@ -410,6 +421,47 @@ class SQLiteStore:
         self.bytes_written += len(head) + sum(len(raw) for raw in plan.encoded)
         self._tracker.saved(task_id, new_version, plan, checkpoint.messages)
         return saved
+
+    @staticmethod
+    def _append(
+        conn: sqlite3.Connection,
+        checkpoint: Checkpoint,
+        plan: WritePlan,
+        values: tuple[str, bytes, bytes, str, str],
+        limit: str | None,
+    ) -> bool:
+        """Append ``plan``'s messages if the stored head is the one the plan expects.
+
+        The head is updated only where version, lineage and message count are what the
+        tracker saw (and, with a ttl, the checkpoint has not expired); False, having
+        written nothing, when it is not.
+        """
+        status, metadata, head, created, updated = values
+        task_id = checkpoint.task_id
+        args = (
+            checkpoint.version + 1,
+            status,
+            metadata,
+            head,
+            plan.total,
+            created,
+            updated,
+            task_id,
+            checkpoint.version,
+            plan.lineage,
+            plan.start,
+        )
+        if limit is None:
+            cursor = conn.execute(_APPEND_HEAD, args)
+        else:
+            cursor = conn.execute(_APPEND_HEAD_TTL, (*args, limit))
+        if cursor.rowcount != 1:
+            return False
+        conn.executemany(
+            "INSERT INTO messages (task_id, idx, body) VALUES (?, ?, ?)",
+            [(task_id, plan.start + i, body) for i, body in enumerate(plan.encoded)],
+        )
+        return True
 
     @staticmethod
     def _live_row(conn: sqlite3.Connection, task_id: str, limit: str) -> tuple[Any, bool]:

@@ -166,3 +166,79 @@ def test_encode_head_takes_the_fast_path_for_a_typical_head(monkeypatch: pytest.
 
     monkeypatch.setattr(stores.codec, "dumps", slow)
     assert encode_head(cp) == expected
+
+
+# -- the fast decode path: exactly json.loads, or the careful path ------------------------
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        pytest.param(b'{"role":"user","content":"plain"}', id="our-encoding"),
+        pytest.param(b' {"role": "user", "content": "spaced"}\n', id="whitespace"),
+        pytest.param(b'{"role":"user","content":"\\ud800 escaped lone surrogate"}', id="escaped"),
+        pytest.param('{"role":"user","content":"é 🎉"}'.encode(), id="utf8"),
+        pytest.param(b'{"role":"user","content":"big","n":123456789012345678901234567890}', id="bigint"),
+        pytest.param(b'{"role":"user","content":"dup","content":"last wins"}', id="duplicate-key"),
+    ],
+)
+def test_a_stored_message_decodes_exactly_as_json_loads(raw: bytes) -> None:
+    cp = Checkpoint(task_id="t")
+    copies: list[object] = []
+    decoded = decode_checkpoint("t", encode_head(cp), [raw], copies=copies)
+    assert decoded.messages == [json.loads(raw)]
+    assert copies == decoded.messages
+
+
+def test_a_message_with_raw_surrogate_bytes_takes_the_careful_path() -> None:
+    # Not valid UTF-8 (what the surrogatepass handler reads): decoded as json.loads does.
+    raw = b'{"role":"user","content":"\xed\xa0\x80"}'
+    decoded = decode_checkpoint("t", encode_head(Checkpoint(task_id="t")), [raw])
+    assert decoded.messages == [json.loads(raw)]
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        pytest.param(b'{"role":"user"}x', id="trailing-garbage"),
+        pytest.param(b'{"role":"user"}{"role":"user"}', id="two-values"),
+        pytest.param(b'{"role":"user"', id="truncated"),
+        pytest.param(b"", id="empty"),
+    ],
+)
+def test_damage_the_fast_path_does_not_take_is_still_corrupt_naming_the_message(raw: bytes) -> None:
+    head = encode_head(Checkpoint(task_id="t"))
+    with pytest.raises(CorruptCheckpointError, match="message 1"):
+        decode_checkpoint("t", head, [b'{"role":"user","content":"ok"}', raw])
+
+
+def test_load_copies_share_leaves_but_no_container_with_the_loaded_messages() -> None:
+    message = {"role": "user", "content": [{"type": "text", "text": "x" * 100, "n": [1, [2]]}]}
+    copies: list[dict[str, object]] = []
+    decoded = decode_checkpoint(
+        "t", encode_head(Checkpoint(task_id="t")), encode_messages([message]), copies=copies
+    )
+    (loaded,), (copy,) = decoded.messages, copies
+    assert copy == loaded == message
+    assert copy is not loaded
+    assert copy["content"] is not loaded["content"]
+    assert copy["content"][0] is not loaded["content"][0]  # type: ignore[index]
+    assert copy["content"][0]["n"] is not loaded["content"][0]["n"]  # type: ignore[index]
+    assert copy["content"][0]["n"][1] is not loaded["content"][0]["n"][1]  # type: ignore[index]
+    assert copy["content"][0]["text"] is loaded["content"][0]["text"]  # type: ignore[index]
+
+
+def test_load_copies_of_a_message_deeper_than_the_recursive_walk_are_made_by_the_stack() -> None:
+    deep: object = "leaf"
+    for _ in range(200):  # within the 250 limit, beyond the recursive copy's 64 levels
+        deep = [deep]
+    message = {"role": "user", "content": [{"type": "tool_result", "content": "x", "data": deep}]}
+    copies: list[object] = []
+    decoded = decode_checkpoint(
+        "t", encode_head(Checkpoint(task_id="t")), encode_messages([message]), copies=copies
+    )
+    assert copies == decoded.messages == [message]
+    a, b = copies[0]["content"][0]["data"], decoded.messages[0]["content"][0]["data"]  # type: ignore[index]
+    for _ in range(200):
+        assert a is not b
+        a, b = a[0], b[0]

@@ -452,6 +452,50 @@ def test_in_place_edit_of_a_saved_prefix_is_detected_on_the_next_save(
     assert loaded.messages == [_assistant("edited in place"), _user("two"), _assistant("three")]
 
 
+def test_in_place_edit_of_a_loaded_prefix_is_detected_on_the_next_save(
+    any_checkpoint_store: CheckpointStore,
+) -> None:
+    # The load's snapshot is made while decoding: it must not be the caller's objects.
+    first = {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f",
+                                                "input": {"path": "a", "deep": [[["x"]]]}}]}
+    saved = any_checkpoint_store.save(
+        Checkpoint(task_id=_task_id(), messages=[first, _user("two")])
+    )
+    loaded = any_checkpoint_store.load(saved.task_id)
+    assert loaded is not None
+    loaded.messages[0]["content"][0]["input"]["deep"][0][0][0] = "edited after the load"
+    loaded.messages.append(_assistant("three"))
+    any_checkpoint_store.save(loaded)
+    again = any_checkpoint_store.load(saved.task_id)
+    assert again is not None
+    assert again.messages[0]["content"][0]["input"]["deep"] == [[["edited after the load"]]]
+    assert again.messages[1:] == [_user("two"), _assistant("three")]
+
+
+def test_in_place_edit_of_a_deeply_nested_loaded_message_is_detected(
+    any_checkpoint_store: CheckpointStore,
+) -> None:
+    # Deeper than the recursive copy goes (64 levels): the stack-based copy is used.
+    deep: Any = ["leaf"]
+    for _ in range(100):
+        deep = [deep]
+    message = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t",
+                                            "content": "r", "data": deep}]}
+    saved = any_checkpoint_store.save(Checkpoint(task_id=_task_id(), messages=[message]))
+    loaded = any_checkpoint_store.load(saved.task_id)
+    assert loaded is not None
+    inner = loaded.messages[0]["content"][0]["data"]
+    for _ in range(100):
+        inner = inner[0]
+    inner[0] = "edited"
+    loaded.messages.append(_assistant("next"))
+    any_checkpoint_store.save(loaded)
+    again = any_checkpoint_store.load(saved.task_id)
+    assert again is not None
+    assert again.messages == loaded.messages
+    assert again.messages[0] != message
+
+
 # -- incremental saves -------------------------------------------------------------------
 
 

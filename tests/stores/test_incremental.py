@@ -99,7 +99,7 @@ def test_snapshot_detects_mutation_deep_inside_a_saved_message() -> None:
 def test_the_snapshot_of_data_100000_deep_is_copied_without_recursion() -> None:
     from typing import Any
 
-    from stores.incremental import _skeleton
+    from stores.codec import _skeleton
 
     leaf = "shared leaf"
     value: Any = leaf
@@ -126,7 +126,7 @@ def test_the_snapshot_of_data_100000_deep_is_copied_without_recursion() -> None:
 
 
 def test_a_tracker_snapshot_is_never_an_alias_of_the_callers_tuples_or_lists() -> None:
-    from stores.incremental import _skeleton
+    from stores.codec import _skeleton
 
     inner = [1, {"a": [2]}]
     value = {"x": (inner, ("y", [3])), "z": []}

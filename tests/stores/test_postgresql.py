@@ -330,6 +330,44 @@ def test_damaged_rows_raise_corrupt_checkpoint(
         other.close()
 
 
+def test_a_history_read_in_another_order_than_its_indexes_loads_in_index_order(
+    store: PostgresStore, pg_url: str
+) -> None:
+    # A load reads the bodies in one aggregate, in the order the rows come (no sort): an
+    # update moves a row to the end of the heap, and the indexes put it back in place.
+    messages = [_user(f"message {i} " + "x" * (i * 37)) for i in range(12)]
+    store.save(Checkpoint(task_id="t1", messages=messages))
+    for idx in (0, 5, 3):
+        _execute(
+            store,
+            "WITH gone AS (DELETE FROM {msg} WHERE idx = %s RETURNING *)"
+            " INSERT INTO {msg} SELECT * FROM gone",
+            (idx,),
+        )
+    with store._connect() as conn:
+        (order,) = conn.execute(
+            f"SELECT array_agg(idx) FROM {store.tables['messages']} WHERE task_id = 't1'".encode()
+        ).fetchone()
+    assert order != list(range(12))  # the order an aggregate sees did change
+    for reader in (store, PostgresStore.from_url(pg_url)):
+        loaded = reader.load("t1")
+        assert loaded is not None
+        assert loaded.messages == messages
+
+
+def test_a_non_ascii_history_read_in_one_value_splits_on_byte_lengths(
+    store: PostgresStore, pg_url: str
+) -> None:
+    messages = [_user("é" * i + "🎉 " + "ascii") for i in range(1, 6)] + [_user("plain")]
+    store.save(Checkpoint(task_id="t1", messages=messages))
+    other = PostgresStore.from_url(pg_url)
+    try:
+        loaded = other.load("t1")
+    finally:
+        other.close()
+    assert loaded is not None and loaded.messages == messages
+
+
 def test_damaged_head_is_reported_by_listing_too(store: PostgresStore) -> None:
     _saved_with_messages(store)
     _execute(store, "UPDATE {cp} SET head = %s", (b"{broken",))
