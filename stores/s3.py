@@ -3,18 +3,33 @@
 Layout under ``s3://bucket/prefix``, per task (``T`` is ``t-`` + the URL-quoted task id):
 
 - ``prefix/T/head.json`` — the *head*: the checkpoint without its messages, plus the list
-  of message chunks that make the history;
+  of message chunks that make the history, each with its compaction *tier*, and the
+  chunks a compaction retired lately (``garbage``);
 - ``prefix/T/msgs/<lineage>/<start>-<end>-<token>.json`` — immutable chunks, each a JSON
-  array of messages ``start`` (inclusive) to ``end`` (exclusive);
+  array of messages ``start`` (inclusive) to ``end`` (exclusive), one message per line;
 - ``prefix/T/index/<lineage>/<start>-<end>-<token>.json`` — immutable lists of chunk
-  entries, so that the head stays small however long the history grows.
+  entries, written by versions before compaction (still read; never written now).
 
-A save writes the new chunk first, then replaces the head conditionally: ``If-None-Match:
+A save writes one new chunk first, then replaces the head conditionally: ``If-None-Match:
 *`` to create, ``If-Match: <ETag of the head this store read or wrote>`` to replace. A
 412 (or 409) means another writer got there first: :class:`~stores.ConflictError`. The
 head is one object, replaced whole, and only ever names chunks that already exist, so a
-reader sees the old checkpoint or the new one, never a mix. Chunks a head no longer names
-(after a rewrite, a lost race, a delete) are removed best-effort.
+reader sees the old checkpoint or the new one, never a mix.
+
+Compaction is tiered: a create or a rewrite writes the history as one *sealed* chunk; an
+append writes a chunk of tier 0. When the chunks at the end of the history would number
+``_FAN_IN`` of one tier, the save's chunk holds all their messages instead (encoded again
+from the checkpoint in hand, whose prefix the tracker has checked) and has the next tier.
+So a save still writes one chunk and the head (usually only its new messages); a load
+reads the head and at most ``_FAN_IN - 1`` chunks per tier, ``log_FAN_IN(saves)`` tiers;
+each message is written once per tier it passes. Chunks a compaction retires stay for
+``_GARBAGE_GRACE`` versions (a reader that read an older head still finds them; one
+slower than that finds one gone, reads the head again and starts over), then the save
+that drops them from the head removes them. Chunks of a lineage a rewrite left, or of a
+save that lost a race, are removed at once; all removal is best-effort.
+
+A head written before compaction (no ``tiers``, maybe index objects) loads as before;
+the first save after it rewrites the history into one chunk.
 """
 
 from __future__ import annotations
@@ -63,18 +78,18 @@ _FORMAT = 1
 #: the history, it writes one chunk of the next tier holding their messages instead.
 #: A head then names at most ``_FAN_IN - 1`` chunks per tier, ``log_FAN_IN(saves)``
 #: tiers, and each message is written once per tier it passes through.
-_FAN_IN = 8
+_FAN_IN = 4
 #: The tier of a chunk written whole by a create or a rewrite: never merged again.
 _SEALED = -1
 #: Versions a chunk retired by a compaction stays readable (named by the head's
 #: ``garbage`` list) before a later save removes it, so that a reader holding an older
 #: head still finds it.
-_GARBAGE_GRACE = _FAN_IN
+_GARBAGE_GRACE = 8
 #: Garbage entries a head keeps at most (older ones are removed at once).
 _MAX_GARBAGE = 256
 #: Parallel GETs when a load reads many chunks.
 _READ_WORKERS = 8
-#: A load that finds a chunk gone (a concurrent rewrite collected it) starts over.
+#: A load that finds a chunk gone (a concurrent rewrite or compaction collected it) starts over.
 _LOAD_ATTEMPTS = 5
 #: A save whose If-Match fails while the stored version still matches tries again.
 _SAVE_ATTEMPTS = 3
