@@ -3,18 +3,33 @@
 Layout under ``s3://bucket/prefix``, per task (``T`` is ``t-`` + the URL-quoted task id):
 
 - ``prefix/T/head.json`` — the *head*: the checkpoint without its messages, plus the list
-  of message chunks that make the history;
+  of message chunks that make the history, each with its compaction *tier*, and the
+  chunks a compaction retired lately (``garbage``);
 - ``prefix/T/msgs/<lineage>/<start>-<end>-<token>.json`` — immutable chunks, each a JSON
-  array of messages ``start`` (inclusive) to ``end`` (exclusive);
+  array of messages ``start`` (inclusive) to ``end`` (exclusive), one message per line;
 - ``prefix/T/index/<lineage>/<start>-<end>-<token>.json`` — immutable lists of chunk
-  entries, so that the head stays small however long the history grows.
+  entries, written by versions before compaction (still read; never written now).
 
-A save writes the new chunk first, then replaces the head conditionally: ``If-None-Match:
+A save writes one new chunk first, then replaces the head conditionally: ``If-None-Match:
 *`` to create, ``If-Match: <ETag of the head this store read or wrote>`` to replace. A
 412 (or 409) means another writer got there first: :class:`~stores.ConflictError`. The
 head is one object, replaced whole, and only ever names chunks that already exist, so a
-reader sees the old checkpoint or the new one, never a mix. Chunks a head no longer names
-(after a rewrite, a lost race, a delete) are removed best-effort.
+reader sees the old checkpoint or the new one, never a mix.
+
+Compaction is tiered: a create or a rewrite writes the history as one *sealed* chunk; an
+append writes a chunk of tier 0. When the chunks at the end of the history would number
+``_FAN_IN`` of one tier, the save's chunk holds all their messages instead (encoded again
+from the checkpoint in hand, whose prefix the tracker has checked) and has the next tier.
+So a save still writes one chunk and the head (usually only its new messages); a load
+reads the head and at most ``_FAN_IN - 1`` chunks per tier, ``log_FAN_IN(saves)`` tiers;
+each message is written once per tier it passes. Chunks a compaction retires stay for
+``_GARBAGE_GRACE`` versions (a reader that read an older head still finds them; one
+slower than that finds one gone, reads the head again and starts over), then the save
+that drops them from the head removes them. Chunks of a lineage a rewrite left, or of a
+save that lost a race, are removed at once; all removal is best-effort.
+
+A head written before compaction (no ``tiers``, maybe index objects) loads as before;
+the first save after it rewrites the history into one chunk.
 """
 
 from __future__ import annotations
@@ -59,13 +74,22 @@ __all__ = ["S3Store"]
 
 #: Format of the head envelope this code writes and reads.
 _FORMAT = 1
-#: Chunk entries kept in the head before they move to an index object: the head stays
-#: below about this many entries plus one per index, so its size does not grow with
-#: every save (which would make the bytes written quadratic in the run length).
-_MAX_HEAD_CHUNKS = 64
+#: Compaction fan-in: when a save would leave this many chunks of one tier at the end of
+#: the history, it writes one chunk of the next tier holding their messages instead.
+#: A head then names at most ``_FAN_IN - 1`` chunks per tier, ``log_FAN_IN(saves)``
+#: tiers, and each message is written once per tier it passes through.
+_FAN_IN = 4
+#: The tier of a chunk written whole by a create or a rewrite: never merged again.
+_SEALED = -1
+#: Versions a chunk retired by a compaction stays readable (named by the head's
+#: ``garbage`` list) before a later save removes it, so that a reader holding an older
+#: head still finds it.
+_GARBAGE_GRACE = 8
+#: Garbage entries a head keeps at most (older ones are removed at once).
+_MAX_GARBAGE = 256
 #: Parallel GETs when a load reads many chunks.
 _READ_WORKERS = 8
-#: A load that finds a chunk gone (a concurrent rewrite collected it) starts over.
+#: A load that finds a chunk gone (a concurrent rewrite or compaction collected it) starts over.
 _LOAD_ATTEMPTS = 5
 #: A save whose If-Match fails while the stored version still matches tries again.
 _SAVE_ATTEMPTS = 3
@@ -86,6 +110,7 @@ _NO_TTL = (
 _PARAMS = ("endpoint_url", "region")
 
 _Entry = tuple[int, int, str]  # start, end (exclusive), token
+_Garbage = tuple[int, int, str, int]  # a retired chunk entry and the version that retired it
 _T = TypeVar("_T")
 
 
@@ -120,6 +145,13 @@ class _Head:
     chunks: tuple[_Entry, ...]
     indexes: tuple[_Entry, ...]
     fields: dict[str, Any]
+    #: The compaction tier of each chunk (``_SEALED`` for a chunk written whole).
+    tiers: tuple[int, ...] = ()
+    #: Chunks retired by a compaction and not removed yet.
+    garbage: tuple[_Garbage, ...] = ()
+    #: Written before compaction (no ``tiers``): the next save rewrites it if it has
+    #: more than one chunk.
+    legacy: bool = False
 
 
 class _Conflict(Exception):
@@ -345,7 +377,40 @@ class S3Store:
                 raise TypeError("lineage must be a token")
         except (KeyError, TypeError, ValueError) as exc:
             raise CorruptCheckpointError(task_id, f"stored head is malformed ({exc})") from None
-        return _Head(etag, version, lineage, count, chunks, indexes, fields)
+        tiers, legacy = self._tiers(envelope.get("tiers"), chunks)
+        garbage = self._garbage(envelope.get("garbage"))
+        return _Head(etag, version, lineage, count, chunks, indexes, fields, tiers, garbage, legacy)
+
+    @staticmethod
+    def _tiers(raw: Any, chunks: Sequence[_Entry]) -> tuple[tuple[int, ...], bool]:
+        """The chunks' tiers, and whether the head predates them (a hint: never damage).
+
+        A head written before compaction (or by a writer that dropped the field) has no
+        ``tiers``; its chunks count as sealed, and the next save rewrites the history
+        into one chunk when there are several.
+        """
+        if (
+            isinstance(raw, list)
+            and len(raw) == len(chunks)
+            and all(type(t) is int and t >= _SEALED for t in raw)
+        ):
+            return tuple(raw), False
+        return (_SEALED,) * len(chunks), True
+
+    @classmethod
+    def _garbage(cls, raw: Any) -> tuple[_Garbage, ...]:
+        """The retired chunks a head lists (malformed entries are skipped: a hint)."""
+        if not isinstance(raw, list):
+            return ()
+        found: list[_Garbage] = []
+        for item in raw[:_MAX_GARBAGE]:
+            try:
+                if not isinstance(item, list) or len(item) != 4 or type(item[3]) is not int:
+                    raise ValueError(item)
+                found.append((*cls._entry(item[:3]), item[3]))
+            except ValueError:
+                continue
+        return tuple(found)
 
     @staticmethod
     def _entry(raw: Any) -> _Entry:
@@ -361,7 +426,13 @@ class S3Store:
 
     @staticmethod
     def _encode_envelope(
-        head: bytes, lineage: str, count: int, chunks: Sequence[_Entry], indexes: Sequence[_Entry]
+        head: bytes,
+        lineage: str,
+        count: int,
+        chunks: Sequence[_Entry],
+        indexes: Sequence[_Entry],
+        tiers: Sequence[int],
+        garbage: Sequence[_Garbage],
     ) -> bytes:
         store = dumps(
             {
@@ -370,6 +441,8 @@ class S3Store:
                 "count": count,
                 "chunks": [list(e) for e in chunks],
                 "indexes": [list(e) for e in indexes],
+                "tiers": list(tiers),
+                "garbage": [list(g) for g in garbage],
             }
         )
         # The checkpoint head goes in as the codec encoded it (one serializer).
@@ -501,23 +574,79 @@ class S3Store:
             return None
         keys = [self._object_key(task_id, "msgs", head.lineage, e) for e in entries]
         bodies = self._map(self._get, keys)
-        decoded: list[Any] = []
-        for entry, key, found in zip(entries, keys, bodies, strict=True):
+        found_bodies: list[bytes] = []
+        for found in bodies:
             if found is None:
                 return None
-            messages = loads(
-                found[0], task_id=task_id, where=f"message chunk {key!r}", messages_from=entry[0]
+            found_bodies.append(found[0])
+        raws: list[Any] = []
+        for entry, key, body in zip(entries, keys, found_bodies, strict=True):
+            lines = self._split_chunk(body, entry[1] - entry[0])
+            raws.extend(
+                lines if lines is not None else self._parse_chunk(task_id, key, body, entry)
             )
-            if not isinstance(messages, list) or len(messages) != entry[1] - entry[0]:
-                raise CorruptCheckpointError(
-                    task_id, f"message chunk {key!r} does not hold messages {entry[0]}-{entry[1]}"
-                )
-            decoded.extend(messages)
-        # Decoded once, checked by the codec's rules (nesting, integers) in decode_checkpoint.
-        checkpoint = decode_checkpoint(task_id, head.fields, decoded)
+        copies: list[Any] = []
+        try:
+            # Each message decoded on its own by the codec's fast path, which also makes
+            # the tracker's snapshot in the same walk and checks the codec's rules.
+            checkpoint = decode_checkpoint(task_id, head.fields, raws, copies=copies)
+        except CorruptCheckpointError:
+            # Name the damaged chunk (or read a valid chunk laid out differently).
+            raws = []
+            for entry, key, body in zip(entries, keys, found_bodies, strict=True):
+                raws.extend(self._parse_chunk(task_id, key, body, entry))
+            copies = []
+            checkpoint = decode_checkpoint(task_id, head.fields, raws, copies=copies)
         self._remember(task_id, head)
-        self._tracker.loaded(task_id, head.version, head.lineage, checkpoint.messages)
+        self._tracker.loaded(
+            task_id, head.version, head.lineage, checkpoint.messages, copies=copies
+        )
         return checkpoint
+
+    @staticmethod
+    def _join_chunk(encoded: Sequence[bytes]) -> bytes:
+        """A chunk body: a JSON array of ``encoded``, one message per line.
+
+        The codec's JSON never holds a raw newline (JSON escapes it in strings), so a
+        load splits the lines without parsing and decodes each message on its own.
+        """
+        return b"[" + b",\n".join(encoded) + b"]"
+
+    @staticmethod
+    def _split_chunk(body: bytes, count: int) -> list[bytes | str] | None:
+        """The messages of a chunk written one per line, or None for another layout.
+
+        Each piece is decoded on its own afterwards; if every piece is one JSON value,
+        the pieces are exactly the array's elements (a failure there falls back to
+        :meth:`_parse_chunk`, which parses the body whole).
+        """
+        pieces: list[bytes | str] = []
+        if body.isascii():
+            pieces.extend(body.decode("ascii").split("\n"))
+        else:
+            pieces.extend(body.split(b"\n"))
+        if len(pieces) != count or count == 0:
+            return None
+        last = count - 1
+        for index, line in enumerate(pieces):
+            if index == 0 and line[:1] not in ("[", b"["):
+                return None
+            if line[-1:] not in (("]", b"]") if index == last else (",", b",")):
+                return None
+            pieces[index] = line[1 if index == 0 else 0 : -1]
+        return pieces
+
+    @staticmethod
+    def _parse_chunk(task_id: str, key: str, body: bytes, entry: _Entry) -> list[Any]:
+        """A chunk parsed whole (any JSON layout): its messages, checked for their count."""
+        messages = loads(
+            body, task_id=task_id, where=f"message chunk {key!r}", messages_from=entry[0]
+        )
+        if not isinstance(messages, list) or len(messages) != entry[1] - entry[0]:
+            raise CorruptCheckpointError(
+                task_id, f"message chunk {key!r} does not hold messages {entry[0]}-{entry[1]}"
+            )
+        return messages
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
         """Compare-and-set on ``version`` through a conditional PUT of the head."""
@@ -529,7 +658,7 @@ class S3Store:
                 stored = self._stored_for_save(task_id, expected)
                 plan = self._plan(checkpoint, stored)
                 try:
-                    new_head = self._write(task_id, saved, stored, plan)
+                    new_head, due = self._write(task_id, saved, checkpoint.messages, stored, plan)
                     break
                 except _Conflict:
                     # The head changed since this store read it. The version is the
@@ -549,16 +678,25 @@ class S3Store:
         self._tracker.saved(task_id, new_head.version, plan, checkpoint.messages)
         if stored is not None and new_head.lineage != stored.lineage:
             self._collect_lineage(task_id, stored.lineage)
+        elif due:
+            # Chunks retired by a compaction at least _GARBAGE_GRACE versions ago.
+            self._delete_keys(
+                [self._object_key(task_id, "msgs", new_head.lineage, g[:3]) for g in due]
+            )
         return saved
 
     def _plan(self, checkpoint: Checkpoint, stored: _Head | None) -> WritePlan:
         plan = self._tracker.plan(checkpoint, stored_lineage=stored.lineage if stored else None)
         if stored is not None and (
-            plan.rewrite or plan.lineage != stored.lineage or plan.start != stored.count
+            plan.rewrite
+            or plan.lineage != stored.lineage
+            or plan.start != stored.count
+            or (stored.legacy and len(stored.chunks) + len(stored.indexes) > 1)
         ):
             # What this store knew is not what is stored, or the prefix changed: write the
             # whole history under a lineage of its own, so its chunks never share keys
-            # with the history it replaces (collected after the write).
+            # with the history it replaces (collected after the write). A head written
+            # before compaction is rewritten so too, once: its history becomes one chunk.
             encoded = plan.encoded if plan.rewrite else encode_messages(checkpoint.messages)
             plan = WritePlan(True, 0, encoded, secrets.token_hex(8))
         return plan
@@ -580,31 +718,52 @@ class S3Store:
         return head
 
     def _write(
-        self, task_id: str, saved: Checkpoint, stored: _Head | None, plan: WritePlan
-    ) -> _Head:
-        if plan.rewrite or stored is None:
-            chunks: list[_Entry] = []
-            indexes: list[_Entry] = []
-        else:
-            chunks, indexes = list(stored.chunks), list(stored.indexes)
+        self,
+        task_id: str,
+        saved: Checkpoint,
+        messages: Sequence[Any],
+        stored: _Head | None,
+        plan: WritePlan,
+    ) -> tuple[_Head, list[_Garbage]]:
+        """Write ``plan``'s chunk, then the head; the head and the garbage now due."""
+        chunks: list[_Entry] = []
+        tiers: list[int] = []
+        indexes: list[_Entry] = []
+        garbage: list[_Garbage] = []
+        if not plan.rewrite and stored is not None:
+            chunks, tiers = list(stored.chunks), list(stored.tiers)
+            indexes, garbage = list(stored.indexes), list(stored.garbage)
         written: list[str] = []
         try:
             if plan.encoded:
-                entry = (plan.start, plan.total, secrets.token_hex(4))
+                if plan.rewrite or stored is None:
+                    first, tier, encoded = 0, _SEALED, plan.encoded
+                else:
+                    first, tier, retired = self._compact(chunks, tiers, plan.start)
+                    garbage.extend((*e, saved.version) for e in retired)
+                    encoded = plan.encoded
+                    if first < plan.start:
+                        # The merged range again, from the checkpoint in hand: the
+                        # tracker has checked that its prefix is what is stored.
+                        encoded = encode_messages(messages[first : plan.start], first) + encoded
+                entry = (first, plan.total, secrets.token_hex(4))
                 key = self._object_key(task_id, "msgs", plan.lineage, entry)
-                self._put(key, b"[" + b",".join(plan.encoded) + b"]")
+                self._put(key, self._join_chunk(encoded))
                 written.append(key)
-                if len(chunks) >= _MAX_HEAD_CHUNKS:
-                    # Move the head's chunk list into an immutable index object.
-                    index = (chunks[0][0], chunks[-1][1], secrets.token_hex(4))
-                    index_key = self._object_key(task_id, "index", plan.lineage, index)
-                    self._put(index_key, dumps([list(e) for e in chunks]))
-                    written.append(index_key)
-                    indexes.append(index)
-                    chunks = []
                 chunks.append(entry)
+                tiers.append(tier)
+            named = set(chunks)
+            due = [
+                g
+                for number, g in enumerate(garbage)
+                if saved.version - g[3] >= _GARBAGE_GRACE
+                or len(garbage) - number > _MAX_GARBAGE
+                or g[:3] in named  # never: a damaged list must not cost a live chunk
+            ]
+            garbage = [g for g in garbage if g not in due]
+            due = [g for g in due if g[:3] not in named]
             body = self._encode_envelope(
-                encode_head(saved), plan.lineage, plan.total, chunks, indexes
+                encode_head(saved), plan.lineage, plan.total, chunks, indexes, tiers, garbage
             )
             conditions = {"IfMatch": stored.etag} if stored else {"IfNoneMatch": "*"}
             try:
@@ -623,9 +782,41 @@ class S3Store:
             self._delete_keys(written)
             raise
         head = _Head(
-            etag, saved.version, plan.lineage, plan.total, tuple(chunks), tuple(indexes), {}
+            etag,
+            saved.version,
+            plan.lineage,
+            plan.total,
+            tuple(chunks),
+            tuple(indexes),
+            {},
+            tuple(tiers),
+            tuple(garbage),
         )
-        return head
+        return head, due
+
+    @staticmethod
+    def _compact(
+        chunks: list[_Entry], tiers: list[int], start: int
+    ) -> tuple[int, int, list[_Entry]]:
+        """Fold the chunks a new tier-0 chunk from ``start`` completes into it.
+
+        While the chunks at the end of the history with the new chunk's tier number
+        ``_FAN_IN`` with it, they are taken off ``chunks`` (and ``tiers``) and the new
+        chunk covers them too, one tier up. Returns the new chunk's first message, its
+        tier and the retired entries.
+        """
+        first, tier = start, 0
+        retired: list[_Entry] = []
+        while True:
+            run = 0
+            while run < len(tiers) and tiers[-1 - run] == tier:
+                run += 1
+            if run + 1 < _FAN_IN:
+                return first, tier, retired
+            first = chunks[-run][0]
+            retired[:0] = chunks[-run:]
+            del chunks[-run:], tiers[-run:]
+            tier += 1
 
     def _lost_race(self, exc: Exception) -> bool:
         # 412: the condition failed; 409: a concurrent conditional write on the same key;

@@ -22,7 +22,8 @@ from stores import (
     StoreUnavailableError,
     open_store,
 )
-from stores.s3 import S3Store
+from stores.codec import dumps, encode_head, encode_messages
+from stores.s3 import _FAN_IN, _GARBAGE_GRACE, S3Store
 
 botocore = pytest.importorskip("botocore")
 
@@ -93,6 +94,77 @@ def _put_raw(store: S3Store, key: str, body: bytes) -> None:
 
 def _chunks(store: S3Store, task_id: str) -> list[str]:
     return [key for key in store.chunk_keys(task_id) if "/msgs/" in key]
+
+
+def _head(store: S3Store, task_id: str) -> dict[str, Any]:
+    head: dict[str, Any] = json.loads(_raw(store, store.head_key(task_id)))
+    return head
+
+
+def _named(store: S3Store, task_id: str) -> list[str]:
+    """The keys of the chunks the stored head names."""
+    head = _head(store, task_id)
+    base = store.task_prefix(task_id) + f"msgs/{head['lineage']}/"
+    return [f"{base}{s:08d}-{e:08d}-{t}.json" for s, e, t in head["chunks"]]
+
+
+def _garbage(store: S3Store, task_id: str) -> set[str]:
+    """The keys of the retired chunks the stored head lists."""
+    head = _head(store, task_id)
+    base = store.task_prefix(task_id) + f"msgs/{head['lineage']}/"
+    return {f"{base}{s:08d}-{e:08d}-{t}.json" for s, e, t, _ in head["garbage"]}
+
+
+def _write_legacy(store: S3Store, checkpoint: Checkpoint, lineage: str = "0123abcd") -> None:
+    """``checkpoint`` stored as the code before compaction stored it after one save per
+    message: one chunk per message (``[`` + messages joined by ``,`` + ``]``), every 64
+    chunk entries of the head moved into an index object, a head without ``tiers``."""
+    base = store.task_prefix(checkpoint.task_id)
+    chunks: list[list[Any]] = []
+    indexes: list[list[Any]] = []
+    for i, encoded in enumerate(encode_messages(checkpoint.messages)):
+        entry = [i, i + 1, f"c{i:07d}"]
+        _put_raw(
+            store,
+            f"{base}msgs/{lineage}/{i:08d}-{i + 1:08d}-{entry[2]}.json",
+            b"[" + encoded + b"]",
+        )
+        if len(chunks) >= 64:
+            index = [chunks[0][0], chunks[-1][1], f"i{i:07d}"]
+            key = f"{base}index/{lineage}/{index[0]:08d}-{index[1]:08d}-{index[2]}.json"
+            _put_raw(store, key, dumps(chunks))
+            indexes.append(index)
+            chunks = []
+        chunks.append(entry)
+    envelope = dumps(
+        {
+            "format": 1,
+            "lineage": lineage,
+            "count": len(checkpoint.messages),
+            "chunks": chunks,
+            "indexes": indexes,
+        }
+    )
+    _put_raw(
+        store,
+        store.head_key(checkpoint.task_id),
+        envelope[:-1] + b',"head":' + encode_head(checkpoint) + b"}",
+    )
+
+
+class _Calls:
+    """Counts the requests a store sends, by operation."""
+
+    def __init__(self, store: S3Store) -> None:
+        self.names: list[str] = []
+        #: Bytes of the message chunks uploaded.
+        self.chunk_bytes = 0
+        store.client.meta.events.register("provide-client-params.s3", self._seen)
+
+    def _seen(self, model: Any, params: dict[str, Any], **_: Any) -> None:
+        self.names.append(model.name)
+        if model.name == "PutObject" and "/msgs/" in params["Key"]:
+            self.chunk_bytes += len(params["Body"])
 
 
 # -- the servers ------------------------------------------------------------------------
@@ -286,12 +358,16 @@ def test_a_reader_never_sees_a_mix_while_a_writer_saves(store: S3Store, other: S
         "head-other-task",
         "chunk-garbage",
         "chunk-short",
+        "chunk-bad-line",
         "chunk-deleted",
         "index-deleted",
     ],
 )
 def test_damaged_objects_raise_corrupt_never_none(store: S3Store, damage: str) -> None:
-    _grow(store, store.save(Checkpoint(task_id="t", messages=[_msg(0)])), 70)
+    if damage == "index-deleted":  # only a head written before compaction has indexes
+        _write_legacy(store, Checkpoint(task_id="t", messages=[_msg(i) for i in range(70)]))
+    else:
+        _grow(store, store.save(Checkpoint(task_id="t", messages=[_msg(0)])), 70)
     head_key = store.head_key("t")
     head = json.loads(_raw(store, head_key))
     chunk = sorted(_chunks(store, "t"))[-1]
@@ -310,6 +386,10 @@ def test_damaged_objects_raise_corrupt_never_none(store: S3Store, damage: str) -
         _put_raw(store, chunk, b"[{")
     elif damage == "chunk-short":
         _put_raw(store, chunk, b"[]")
+    elif damage == "chunk-bad-line":  # the one-message-per-line layout, a line broken
+        lines = _raw(store, chunk).split(b"\n")
+        lines[0] = b'[{"role":"user",,' if len(lines) > 1 else b'[{"role":]'
+        _put_raw(store, chunk, b"\n".join(lines))
     elif damage == "chunk-deleted":
         store.client.delete_object(Bucket=store.bucket, Key=chunk)
     elif damage == "index-deleted":
@@ -325,7 +405,8 @@ def test_damaged_objects_raise_corrupt_never_none(store: S3Store, damage: str) -
 def test_a_rewrite_collects_the_chunks_it_supersedes(store: S3Store) -> None:
     cp = _grow(store, store.save(Checkpoint(task_id="t", messages=[_msg(0)])), 69)
     old_objects = [key for key in store.chunk_keys("t") if key != store.head_key("t")]
-    assert any("/index/" in key for key in old_objects)
+    # Named chunks and chunks a compaction retired lately (still kept for readers).
+    assert len(old_objects) > len(_named(store, "t"))
     edited = [{"role": "user", "content": "edited"}, *cp.messages[1:]]
     store.save(cp.model_copy(update={"messages": edited}))
     remaining = store.chunk_keys("t")
@@ -333,6 +414,109 @@ def test_a_rewrite_collects_the_chunks_it_supersedes(store: S3Store) -> None:
     assert len(remaining) == 2  # the head and one chunk holding the whole history
     loaded = store.load("t")
     assert loaded is not None and loaded.messages == edited
+
+
+def _digits(n: int, base: int) -> list[int]:
+    digits = []
+    while n:
+        n, digit = divmod(n, base)
+        digits.append(digit)
+    return digits
+
+
+def test_compaction_keeps_the_chunks_a_load_reads_few(store: S3Store) -> None:
+    cp = store.save(Checkpoint(task_id="t", messages=[_msg(0)]))
+    calls = _Calls(store)
+    cp = _grow(store, cp, 300)
+    # The first chunk (written whole), then tiers of at most _FAN_IN - 1 chunks: the
+    # 300 one-message saves leave as many as the sum of the digits of 300 in base
+    # _FAN_IN (like a counter: _FAN_IN chunks of a tier become one of the next).
+    named = _named(store, "t")
+    assert len(named) == 1 + sum(_digits(300, _FAN_IN))
+    assert len(named) < 20
+    # Each message is written at most once per tier (as many as the digits of 300 in
+    # base _FAN_IN), plus two bytes of array syntax each time.
+    floor = sum(len(m) + 2 for m in encode_messages(cp.messages[1:], 1))
+    assert floor < calls.chunk_bytes <= len(_digits(300, _FAN_IN)) * floor
+    # A load: the head, then each named chunk once.
+    reader = open_store(store.url.split("?")[0] + "?endpoint_url=" + store.client.meta.endpoint_url)
+    assert isinstance(reader, S3Store)
+    try:
+        calls = _Calls(reader)
+        loaded = reader.load("t")
+        assert calls.names == ["GetObject"] * (1 + len(named))
+    finally:
+        reader.close()
+    assert loaded is not None and loaded == cp
+    # Nothing is left but the head, the named chunks and the retired ones it lists.
+    garbage = _garbage(store, "t")
+    assert set(store.chunk_keys("t")) == {store.head_key("t"), *named, *garbage}
+
+
+def test_a_history_of_one_chunk_loads_with_two_gets(store: S3Store, other: S3Store) -> None:
+    cp = _grow(store, store.save(Checkpoint(task_id="t", messages=[_msg(0)])), 20)
+    edited = [{"role": "user", "content": "edited"}, *cp.messages[1:]]
+    cp = store.save(cp.model_copy(update={"messages": edited}))  # a rewrite: one chunk
+    calls = _Calls(other)
+    loaded = other.load("t")
+    assert loaded is not None and loaded == cp
+    assert calls.names == ["GetObject", "GetObject"]
+
+
+def test_chunks_a_compaction_retires_stay_readable_for_a_grace_then_go(store: S3Store) -> None:
+    cp = _grow(store, store.save(Checkpoint(task_id="t", messages=[_msg(0)])), _FAN_IN - 1)
+    before = _named(store, "t")
+    assert len(before) == _FAN_IN  # the first chunk and _FAN_IN - 1 of tier 0
+    cp = _grow(store, cp, 1)  # the _FAN_IN-th chunk of tier 0: merged with them
+    retired = before[1:]
+    assert len(_named(store, "t")) == 2
+    assert not set(retired) & set(_named(store, "t"))
+    # A reader that read the older head still finds its chunks for a while...
+    for _ in range(_GARBAGE_GRACE - 1):
+        assert all(_raw(store, key) for key in retired)
+        cp = _grow(store, cp, 1)
+    assert all(_raw(store, key) for key in retired)
+    assert set(retired) <= _garbage(store, "t")
+    # ...and the save _GARBAGE_GRACE versions after the compaction removes them.
+    cp = _grow(store, cp, 1)
+    assert not set(retired) & set(store.chunk_keys("t"))
+    assert not set(retired) & _garbage(store, "t")
+    loaded = store.load("t")
+    assert loaded is not None and loaded == cp
+
+
+def test_a_damaged_garbage_list_never_costs_a_live_chunk(store: S3Store, other: S3Store) -> None:
+    cp = _grow(store, store.save(Checkpoint(task_id="t", messages=[_msg(0)])), 3)
+    head = _head(store, "t")
+    head["garbage"] = [[*entry, 0] for entry in head["chunks"]] + [["x", 1, "bad", 0], 7]
+    _put_raw(store, store.head_key("t"), json.dumps(head).encode())
+    seen = other.load("t")
+    assert seen is not None and seen.messages == cp.messages
+    saved = _grow(other, seen, 1)
+    assert set(_named(store, "t")) <= set(store.chunk_keys("t"))
+    loaded = store.load("t")
+    assert loaded is not None and loaded == saved
+
+
+def test_a_head_written_before_compaction_loads_and_becomes_one_chunk(
+    store: S3Store, other: S3Store
+) -> None:
+    """The layout of the code before compaction (index objects, no tiers, chunks
+    without newlines) loads; the first save rewrites it into one chunk, once."""
+    legacy = Checkpoint(task_id="t", version=70, goal="old", messages=[_msg(i) for i in range(70)])
+    _write_legacy(store, legacy)
+    old_objects = store.chunk_keys("t")
+    assert any("/index/" in key for key in old_objects)
+    loaded = store.load("t")
+    assert loaded is not None and loaded == legacy
+    saved = _grow(store, loaded, 1)
+    assert saved.version == 71
+    assert not set(old_objects) - {store.head_key("t")} & set(store.chunk_keys("t"))
+    assert len(_named(store, "t")) == 1 and _head(store, "t")["indexes"] == []
+    saved = _grow(store, saved, 1)  # and from then on, an append of one chunk
+    assert len(_named(store, "t")) == 2
+    again = other.load("t")
+    assert again is not None and again == saved
 
 
 def test_delete_removes_every_object_and_is_idempotent(store: S3Store) -> None:
