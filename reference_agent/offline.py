@@ -57,7 +57,7 @@ from .offline_streams import (
 )
 from .offline_threads import THREADS_BETA, Resolved, ThreadError, ThreadStore, is_threaded
 from .scripted import Plan, PlanModel, ScriptedModel, signature_matches
-from .validation import InvalidHistoryError, validate_messages
+from .validation import InvalidHistoryError, RequestValidator, validate_messages
 
 if TYPE_CHECKING:
     import anthropic
@@ -293,6 +293,10 @@ class FakeMessagesAPI:
         self._last_fields: dict[str, Any] = {}
         self._cached: set[str] = set()
         self._models_seen: dict[str, None] = {}
+        # The generations of one conversation extend each other: each checks only the
+        # messages it adds to the last valid one (a changed prefix is checked in full).
+        self._validator = RequestValidator()
+        self._validator_lock = threading.Lock()
 
     # -- configuration -------------------------------------------------------------
 
@@ -677,20 +681,28 @@ class FakeMessagesAPI:
             # Whatever became of it, the continue is no longer in flight.
             self.threads.finish(resolved, continued=False)
 
-    def _check_generation(self, request: Mapping[str, Any], path: str) -> str | None:
+    def _check_generation(
+        self, request: Mapping[str, Any], path: str, *, incremental: bool = True
+    ) -> str | None:
         problem = _check_request(request, path)
         if problem is None and self.validate:
             messages = request["messages"]
+            allow_prefill = self.allow_prefill or self._continues_paused_turn(messages)
+            thinking = _thinking_enabled(request)
             try:
-                validate_messages(
-                    messages,
-                    allow_prefill=self.allow_prefill or self._continues_paused_turn(messages),
-                    thinking=_thinking_enabled(request),
-                )
+                if incremental:
+                    with self._validator_lock:
+                        start = self._validator.validate(
+                            messages, allow_prefill=allow_prefill, thinking=thinking
+                        )
+                        problem = _check_signatures(messages, start)
+                        if problem is not None:
+                            self._validator.forget()
+                else:
+                    validate_messages(messages, allow_prefill=allow_prefill, thinking=thinking)
+                    problem = _check_signatures(messages)
             except InvalidHistoryError as exc:
                 problem = str(exc)
-            else:
-                problem = _check_signatures(messages)
         return problem
 
     def _generate(
@@ -870,7 +882,8 @@ class FakeMessagesAPI:
         if params.get("stream"):
             problem: str | None = "stream: streaming is not supported in a batch request"
         else:
-            problem = self._check_generation(params, _MESSAGES)
+            # Batch requests are conversations of their own: each is checked in full.
+            problem = self._check_generation(params, _MESSAGES, incremental=False)
         if problem is not None:
             return "errored", _error_body("invalid_request_error", problem, request_id)
         try:
@@ -953,10 +966,12 @@ def _without_cache_control(value: Any) -> Any:
     return value
 
 
-def _check_signatures(messages: Any) -> str | None:
+def _check_signatures(messages: Any, start: int = 0) -> str | None:
     """The API's complaint about a thinking block a scripted model signed and the client
-    changed (the API checks every signature; offline only ours can be checked)."""
-    for i, message in enumerate(messages):
+    changed (the API checks every signature; offline only ours can be checked), in
+    ``messages[start:]`` (the messages before ``start`` are known to have passed)."""
+    for i in range(start, len(messages)):
+        message = messages[i]
         if not isinstance(message, dict) or message.get("role") != "assistant":
             continue
         content = message.get("content")
