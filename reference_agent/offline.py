@@ -46,6 +46,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx2
 
 from .offline_batches import MODELS, BatchError, BatchStore, model_info, page
+from .offline_parse import BodyParser
 from .offline_record import Exchange, History, HistoryIndex
 from .offline_streams import (
     AsyncEventStream,
@@ -125,7 +126,8 @@ _STATUS_FAULTS: dict[str, tuple[int, str, str]] = {
 #: history the thread stands for) or ``"response"`` (after the reply is built, before it
 #: is delivered; ``body`` is the ``Message`` JSON). ``index`` is the exchange's
 #: :attr:`Exchange.index`. What it raises propagates out of the transport — including
-#: ``BaseException`` subclasses, which is how crashes are injected.
+#: ``BaseException`` subclasses, which is how crashes are injected. ``body`` is shared with
+#: the record (and the next requests' checks): read it, do not edit it.
 Hook = Callable[[Literal["request", "response"], int, dict[str, Any]], None]
 
 _MESSAGES = "/v1/messages"
@@ -297,6 +299,8 @@ class FakeMessagesAPI:
         # messages it adds to the last valid one (a changed prefix is checked in full).
         self._validator = RequestValidator()
         self._validator_lock = threading.Lock()
+        # Their bodies repeat the last one's messages: parsed once.
+        self._parser = BodyParser()
 
     # -- configuration -------------------------------------------------------------
 
@@ -579,7 +583,7 @@ class FakeMessagesAPI:
         request: dict[str, Any] = {}
         if method == "POST" and (body.strip() or generation or route.kind == "count_tokens"):
             try:
-                parsed = json.loads(body or b"null")
+                parsed = self._parser.parse(body or b"null") if generation else json.loads(body or b"null")
             except ValueError:
                 record["raw"] = body
                 return finish(
@@ -721,9 +725,12 @@ class FakeMessagesAPI:
         problem = self._check_generation(request, _MESSAGES)
         if problem is not None:
             return finish(error(400, "invalid_request_error", problem))
+        # The fake parsed this request itself: a model that can resume its reading of
+        # the last request's history (a PlanModel) reads only the messages added.
+        respond = getattr(self.model, "_respond_parsed", None) or self.model.respond
         try:
             with self._model_lock:
-                message = self.model.respond(request)
+                message = respond(request)
         except Exception as exc:
             # A broken script is the test's bug, not a transient fault: tell the SDK not
             # to retry, and say what went wrong in the error it raises.
@@ -806,7 +813,12 @@ class FakeMessagesAPI:
             usage = message["usage"] = {"input_tokens": 0, "output_tokens": 1}
         size = len(_dumps(request)) if resolved else len(body)
         total = max(1, size // 4)
-        creation, read = self._cache_usage(request)
+        if not resolved and b"cache_control" not in body and b"\\u" not in body:
+            # The body is the whole request and names no cache breakpoint (nor escapes a
+            # character that could spell one): nothing is cached, as a walk would find.
+            creation = read = 0
+        else:
+            creation, read = self._cache_usage(request)
         if not usage.get("input_tokens"):
             usage["input_tokens"] = max(1, total - creation - read)
         usage.setdefault("cache_creation_input_tokens", creation)
