@@ -215,9 +215,20 @@ class _State:
     whole array from its first message would."""
 
     __slots__ = (
-        "answered", "assistant_first", "first_other", "last_kind", "last_pos", "pending",
-        "results_phase", "role_of_turn", "seen_ids", "server_open", "size", "uses",
-        "user_first_kind", "exempted",
+        "answered",
+        "assistant_first",
+        "exempted",
+        "first_other",
+        "last_kind",
+        "last_pos",
+        "pending",
+        "results_phase",
+        "role_of_turn",
+        "seen_ids",
+        "server_open",
+        "size",
+        "user_first_kind",
+        "uses",
     )
 
     def __init__(self) -> None:

@@ -1,13 +1,19 @@
 """Benchmarks for the fake Messages API and the validator.
 
-Run: ``python -m tests.benchmarks.bench_fake_api [--iterations N] [--memory-only]`` (not
-collected by the test run).
+Run: ``python -m tests.benchmarks.bench_fake_api [--iterations N] [--memory-only]
+[--flat-only]`` (not collected by the test run).
 
 1. One ``messages.create`` with a 40-message history through ``FakeMessagesAPI`` (plan
    model, validation, record), against the floor measured in the same run: the same SDK
    call on an ``httpx2.MockTransport`` returning a fixed body. Target: at most 1.25x.
 2. ``validate_messages`` on a 1,000-message history with parallel tool calls.
    Target: under 5 ms.
+2b. Validation per request along a 1,000-iteration run (each request extends the last by
+   an assistant ``tool_use`` and a 2 KB ``tool_result``, sent to the fake as JSON bytes):
+   how many messages the fake's check scans at about 10, 100 and 1,000 messages (the new
+   ones only: the same count at every length), its median time there, and a full
+   ``validate_messages`` of the same messages. Target: the same count everywhere, and the
+   check at 1,000 messages at most 0.1x a full check of them.
 3. The record's memory: the peak RSS of a reference-agent run of ``--iterations`` (1,000
    by default) model calls on the fake, against the same run on a fake that records
    nothing (the agent, the SDK and the fake's work, holding the same messages), each in
@@ -34,6 +40,7 @@ from reference_agent.validation import validate_messages
 
 CREATE_TARGET = 1.25
 VALIDATE_TARGET_MS = 5.0
+FLAT_TARGET = 0.1  # the check at 1,000 messages, against a full check of them
 MEMORY_TARGET = 1.5
 
 
@@ -94,19 +101,25 @@ def bench_create(repeat: int = 400) -> float:
     plan = plan_of(steps=30, calls_per_step=2)
     history = history_for(plan, 40)
     validate_messages(history)
-    # The floor returns, fixed, the very reply the fake computes for this history, so
-    # both sides pay the same SDK parsing and only the fake's own work differs.
-    fixed = json.dumps(PlanModel(plan).respond({"model": "m", "messages": history})).encode()
+    api = FakeMessagesAPI(plan)
+    fake_client = api.client()
+    # The floor returns, fixed, the very reply the fake sends for this history (its body
+    # and headers), so both sides pay the same SDK parsing and only the fake's own work
+    # differs.
+    served = api.respond(
+        "POST", "/v1/messages", {"x-api-key": "k"},
+        json.dumps({"max_tokens": 1024, "messages": history, "model": "m"}).encode(),
+    )
+    fixed, fixed_headers = served.body, served.headers
+    api.exchanges.clear()
 
     def floor_handler(request: httpx2.Request) -> httpx2.Response:
         request.read()
-        return httpx2.Response(200, headers={"content-type": "application/json"}, content=fixed)
+        return httpx2.Response(200, headers=fixed_headers, content=fixed)
 
     floor_client = anthropic.Anthropic(
         api_key="k", http_client=httpx2.Client(transport=httpx2.MockTransport(floor_handler))
     )
-    api = FakeMessagesAPI(plan)
-    fake_client = api.client()
 
     def call_floor() -> object:
         return floor_client.messages.create(model="m", max_tokens=1024, messages=history)
@@ -150,6 +163,95 @@ def bench_validate(repeat: int = 200) -> float:
         f"(target < {VALIDATE_TARGET_MS} ms)"
     )
     return median_ms
+
+
+checked: dict[int, int] = {}  # messages the fake's validator scanned, by request length
+
+
+def _run_checks(iterations: int, stop_after: int) -> tuple[dict[int, float], dict[int, list[Any]]]:
+    """One run on the fake, each request its JSON bytes as the SDK sends them: the time of
+    the fake's check of each request, by message count, and the messages of some."""
+    plan = Plan(
+        steps=tuple(Step(calls=(ToolCall("lookup", {"n": i}),)) for i in range(iterations)),
+        final_answer="done",
+    )
+    api = FakeMessagesAPI(plan)
+    check = api._check_generation
+    validate = api._validator.validate
+    spent: dict[int, float] = {}
+
+    def timed_check(request: Any, path: str, **kwargs: Any) -> str | None:
+        start = time.perf_counter()
+        problem = check(request, path, **kwargs)
+        spent[len(request["messages"])] = time.perf_counter() - start
+        return problem
+
+    def counted_validate(messages: Any, **kwargs: Any) -> int:
+        known = validate(messages, **kwargs)
+        checked[len(messages)] = len(messages) - known
+        return known
+
+    api._check_generation = timed_check  # type: ignore[method-assign]
+    api._validator.validate = counted_validate  # type: ignore[method-assign]
+    result = "r" * 2048
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Look everything up."}]
+    kept: dict[int, list[Any]] = {}
+    while len(messages) <= stop_after:
+        body = json.dumps({"max_tokens": 1024, "messages": messages, "model": "m"}).encode()
+        reply = api.respond("POST", "/v1/messages", {"x-api-key": "k"}, body)
+        assert reply.status == 200, reply.body
+        content = json.loads(reply.body)["content"]
+        if len(messages) in (11, 101, 1001):
+            kept[len(messages)] = json.loads(body)["messages"]
+        messages.append({"role": "assistant", "content": content})
+        messages.append(
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": b["id"], "content": result}
+                    for b in content
+                    if b["type"] == "tool_use"
+                ],
+            }
+        )
+    return spent, kept
+
+
+def bench_validation_flat(iterations: int = 1000) -> float:
+    """The fake's validation of each request along one run; returns its cost at 1,000
+    messages over a full check's (infinite if it scanned more than the new messages)."""
+    wanted = (11, 101, 1001)
+    _run_checks(100, 60)  # warm up: the first requests of a process pay for cold code
+    checked.clear()
+    spent, kept = _run_checks(iterations, max(wanted) + 20)
+    lengths = sorted(spent)
+
+    def around(n: int) -> float:
+        # The median of the 9 requests nearest n messages (one request is noise).
+        near = sorted(lengths, key=lambda length: abs(length - n))[:9]
+        return statistics.median(spent[length] for length in near) * 1e6
+
+    ours = [around(n) for n in wanted]
+    full = [
+        statistics.median(timed(lambda m=kept[n]: validate_messages(m), repeat=30, warmup=3)) * 1e6
+        for n in wanted
+    ]
+    ratio = ours[-1] / ours[0]
+    scanned = [checked[n] for n in wanted]
+    print(
+        "validation per request along a run, at "
+        + " / ".join(f"{n}" for n in wanted)
+        + " messages: messages scanned "
+        + " / ".join(f"{n}" for n in scanned)
+        + "; fake "
+        + " / ".join(f"{t:.1f}" for t in ours)
+        + f" us (1,000 / 10: {ratio:.2f}x); a full check "
+        + " / ".join(f"{t:.1f}" for t in full)
+        + f" us ({full[-1] / full[0]:.0f}x); fake / full check at 1,000 messages "
+        + f"{ours[-1] / full[-1]:.3f}x (target <= {FLAT_TARGET}x)"
+    )
+    flat = len(set(scanned)) == 1
+    return ours[-1] / full[-1] if flat else float("inf")
 
 
 class _NoRecord(FakeMessagesAPI):
@@ -204,6 +306,8 @@ def main(argv: list[str]) -> int:
     iterations = 1000
     if "--iterations" in argv:
         iterations = int(argv[argv.index("--iterations") + 1])
+    if "--flat-only" in argv:
+        return 0 if bench_validation_flat(iterations) <= FLAT_TARGET else 1
     if "--agent-run" in argv:
         agent_run(int(argv[argv.index("--agent-run") + 1]), record="--no-record" not in argv)
         return 0
@@ -211,7 +315,8 @@ def main(argv: list[str]) -> int:
     if "--memory-only" not in argv:
         ratio = bench_create()
         validate_ms = bench_validate()
-        ok = ratio <= CREATE_TARGET and validate_ms < VALIDATE_TARGET_MS
+        flat = bench_validation_flat(iterations)
+        ok = ratio <= CREATE_TARGET and validate_ms < VALIDATE_TARGET_MS and flat <= FLAT_TARGET
     ok = bench_memory(iterations) <= MEMORY_TARGET and ok
     print("targets met" if ok else "TARGET MISSED")
     return 0 if ok else 1
