@@ -46,6 +46,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx2
 
 from .offline_batches import MODELS, BatchError, BatchStore, model_info, page
+from .offline_parse import BodyParser
 from .offline_record import Exchange, History, HistoryIndex
 from .offline_streams import (
     AsyncEventStream,
@@ -57,7 +58,7 @@ from .offline_streams import (
 )
 from .offline_threads import THREADS_BETA, Resolved, ThreadError, ThreadStore, is_threaded
 from .scripted import Plan, PlanModel, ScriptedModel, signature_matches
-from .validation import InvalidHistoryError, validate_messages
+from .validation import InvalidHistoryError, RequestValidator, validate_messages
 
 if TYPE_CHECKING:
     import anthropic
@@ -125,7 +126,8 @@ _STATUS_FAULTS: dict[str, tuple[int, str, str]] = {
 #: history the thread stands for) or ``"response"`` (after the reply is built, before it
 #: is delivered; ``body`` is the ``Message`` JSON). ``index`` is the exchange's
 #: :attr:`Exchange.index`. What it raises propagates out of the transport — including
-#: ``BaseException`` subclasses, which is how crashes are injected.
+#: ``BaseException`` subclasses, which is how crashes are injected. ``body`` is shared with
+#: the record (and the next requests' checks): read it, do not edit it.
 Hook = Callable[[Literal["request", "response"], int, dict[str, Any]], None]
 
 _MESSAGES = "/v1/messages"
@@ -293,6 +295,12 @@ class FakeMessagesAPI:
         self._last_fields: dict[str, Any] = {}
         self._cached: set[str] = set()
         self._models_seen: dict[str, None] = {}
+        # The generations of one conversation extend each other: each checks only the
+        # messages it adds to the last valid one (a changed prefix is checked in full).
+        self._validator = RequestValidator()
+        self._validator_lock = threading.Lock()
+        # Their bodies repeat the last one's messages: parsed once.
+        self._parser = BodyParser()
 
     # -- configuration -------------------------------------------------------------
 
@@ -575,7 +583,7 @@ class FakeMessagesAPI:
         request: dict[str, Any] = {}
         if method == "POST" and (body.strip() or generation or route.kind == "count_tokens"):
             try:
-                parsed = json.loads(body or b"null")
+                parsed = self._parser.parse(body or b"null") if generation else json.loads(body or b"null")
             except ValueError:
                 record["raw"] = body
                 return finish(
@@ -677,20 +685,28 @@ class FakeMessagesAPI:
             # Whatever became of it, the continue is no longer in flight.
             self.threads.finish(resolved, continued=False)
 
-    def _check_generation(self, request: Mapping[str, Any], path: str) -> str | None:
+    def _check_generation(
+        self, request: Mapping[str, Any], path: str, *, incremental: bool = True
+    ) -> str | None:
         problem = _check_request(request, path)
         if problem is None and self.validate:
             messages = request["messages"]
+            allow_prefill = self.allow_prefill or self._continues_paused_turn(messages)
+            thinking = _thinking_enabled(request)
             try:
-                validate_messages(
-                    messages,
-                    allow_prefill=self.allow_prefill or self._continues_paused_turn(messages),
-                    thinking=_thinking_enabled(request),
-                )
+                if incremental:
+                    with self._validator_lock:
+                        start = self._validator.validate(
+                            messages, allow_prefill=allow_prefill, thinking=thinking
+                        )
+                        problem = _check_signatures(messages, start)
+                        if problem is not None:
+                            self._validator.forget()
+                else:
+                    validate_messages(messages, allow_prefill=allow_prefill, thinking=thinking)
+                    problem = _check_signatures(messages)
             except InvalidHistoryError as exc:
                 problem = str(exc)
-            else:
-                problem = _check_signatures(messages)
         return problem
 
     def _generate(
@@ -709,9 +725,12 @@ class FakeMessagesAPI:
         problem = self._check_generation(request, _MESSAGES)
         if problem is not None:
             return finish(error(400, "invalid_request_error", problem))
+        # The fake parsed this request itself: a model that can resume its reading of
+        # the last request's history (a PlanModel) reads only the messages added.
+        respond = getattr(self.model, "_respond_parsed", None) or self.model.respond
         try:
             with self._model_lock:
-                message = self.model.respond(request)
+                message = respond(request)
         except Exception as exc:
             # A broken script is the test's bug, not a transient fault: tell the SDK not
             # to retry, and say what went wrong in the error it raises.
@@ -794,7 +813,12 @@ class FakeMessagesAPI:
             usage = message["usage"] = {"input_tokens": 0, "output_tokens": 1}
         size = len(_dumps(request)) if resolved else len(body)
         total = max(1, size // 4)
-        creation, read = self._cache_usage(request)
+        if not resolved and b"cache_control" not in body and b"\\u" not in body:
+            # The body is the whole request and names no cache breakpoint (nor escapes a
+            # character that could spell one): nothing is cached, as a walk would find.
+            creation = read = 0
+        else:
+            creation, read = self._cache_usage(request)
         if not usage.get("input_tokens"):
             usage["input_tokens"] = max(1, total - creation - read)
         usage.setdefault("cache_creation_input_tokens", creation)
@@ -870,7 +894,8 @@ class FakeMessagesAPI:
         if params.get("stream"):
             problem: str | None = "stream: streaming is not supported in a batch request"
         else:
-            problem = self._check_generation(params, _MESSAGES)
+            # Batch requests are conversations of their own: each is checked in full.
+            problem = self._check_generation(params, _MESSAGES, incremental=False)
         if problem is not None:
             return "errored", _error_body("invalid_request_error", problem, request_id)
         try:
@@ -953,10 +978,12 @@ def _without_cache_control(value: Any) -> Any:
     return value
 
 
-def _check_signatures(messages: Any) -> str | None:
+def _check_signatures(messages: Any, start: int = 0) -> str | None:
     """The API's complaint about a thinking block a scripted model signed and the client
-    changed (the API checks every signature; offline only ours can be checked)."""
-    for i, message in enumerate(messages):
+    changed (the API checks every signature; offline only ours can be checked), in
+    ``messages[start:]`` (the messages before ``start`` are known to have passed)."""
+    for i in range(start, len(messages)):
+        message = messages[i]
         if not isinstance(message, dict) or message.get("role") != "assistant":
             continue
         content = message.get("content")

@@ -246,6 +246,11 @@ class PlanModel:
         # attempt`` for the plan's own ids, ``None`` for others. A pure function of the
         # string, so the cache is correct across requests; bounded, as ids may be foreign.
         self._ids: dict[str, _PlanId | None] = {}
+        # The last scan of _respond_parsed: its messages, what they hold (uses by class,
+        # successes per class, the next attempt of each call), to resume from.
+        self._scanned: (
+            tuple[list[Any], dict[Any, int], list[int], dict[tuple[int, int], int]] | None
+        ) = None
 
     def _parse_id(self, block_id: str) -> _PlanId | None:
         """``((step, call), attempt + 1, planned call or None, its class)`` for one of our
@@ -263,13 +268,32 @@ class PlanModel:
 
     def respond(self, request: dict[str, Any]) -> dict[str, Any]:
         """The next reply for the history in ``request["messages"]``."""
+        return self._respond(request, resume=False)
+
+    def _respond_parsed(self, request: dict[str, Any]) -> dict[str, Any]:
+        """:meth:`respond` for a request its caller parsed afresh and will not edit (the
+        fake API's): when its messages start with every message of the last such request
+        (compared with ``==``), only the messages it adds are read."""
+        return self._respond(request, resume=True)
+
+    def _respond(self, request: dict[str, Any], *, resume: bool) -> dict[str, Any]:
         messages = request.get("messages") or ()
-        class_of_use: dict[Any, int] = {}
-        succeeded = [0] * len(self._class_by_key)
-        next_attempt: dict[tuple[int, int], int] = {}
+        start = 0
+        scanned = self._scanned
+        self._scanned = None  # until this scan completes
+        if resume and scanned is not None and type(messages) is list:
+            known, class_of_use, succeeded, next_attempt = scanned
+            n = len(known)
+            if len(messages) >= n and (messages[:n] if len(messages) > n else messages) == known:
+                start = n
+        if start == 0:
+            class_of_use = {}
+            succeeded = [0] * len(self._class_by_key)
+            next_attempt = {}
         ids = self._ids
         class_by_key = self._class_by_key
-        for message in messages:
+        for i in range(start, len(messages)):
+            message = messages[i]
             if type(message) is dict:
                 role = message.get("role")
                 content = message.get("content")
@@ -318,6 +342,8 @@ class PlanModel:
                         if cls >= 0:
                             succeeded[cls] += 1
 
+        if resume and type(messages) is list:
+            self._scanned = (list(messages), class_of_use, list(succeeded), next_attempt)
         model = self.model or str(request.get("model") or DEFAULT_MODEL)
         # With thinking enabled, a reply starts with a signed thinking block, as Claude's
         # do: agents must carry it back unchanged.

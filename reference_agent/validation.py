@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["InvalidHistoryError", "validate_messages"]
+__all__ = ["InvalidHistoryError", "RequestValidator", "validate_messages"]
 
 _ID_PATTERN = re.compile(r"^[a-zA-Z0-9_-]+$")
 # Ids already seen to match ``_ID_PATTERN``: whether a string matches is a pure function
@@ -130,33 +130,156 @@ def validate_messages(
     ...         {"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny"}]},
     ... ])
     """
+    _validate(messages, allow_prefill, thinking)
+
+
+def _validate(messages: Sequence[Any], allow_prefill: bool, thinking: bool) -> _State:
     if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
         raise InvalidHistoryError("messages", "Input should be a valid list")
     if not messages:
         raise InvalidHistoryError(
             "messages", "List should have at least 1 item after validation, not 0"
         )
+    state = _scan(messages, 0, None, allow_prefill)
+    _finish(messages, state, allow_prefill, thinking)
+    return state
+
+
+class RequestValidator:
+    """:func:`validate_messages` for a series of requests where each usually extends the
+    previous one, as an agent's do: a request whose ``messages`` start with every message
+    of the last valid request checks only the messages it adds.
+
+    Whether they do is *detected*, never assumed: the prefix is compared with ``==``
+    against the messages of the last valid request (a C-speed comparison, which is a
+    pointer comparison for the messages a caller shares between requests). Any difference
+    — an earlier message edited, removed or reordered, a shorter history — gets the full
+    check from the first message, with the same errors :func:`validate_messages` raises.
+    The messages must not be edited in place once validated (the comparison of a shared
+    message with itself cannot see an edit); a fresh parse of each request never is.
+
+    >>> validator = RequestValidator()
+    >>> first = [{"role": "user", "content": "Hi"}]
+    >>> validator.validate(first)
+    0
+    >>> validator.validate([*first, {"role": "assistant", "content": "Hello"},
+    ...                     {"role": "user", "content": "Bye"}])
+    1
+    >>> validator.validate([{"role": "assistant", "content": "Hi"}])
+    Traceback (most recent call last):
+    ...
+    reference_agent.validation.InvalidHistoryError: messages.0: first message must use the "user" role
+    """
+
+    def __init__(self) -> None:
+        self._messages: list[Any] = []
+        self._state: _State | None = None
+
+    def validate(
+        self, messages: Sequence[Any], *, allow_prefill: bool = False, thinking: bool = False
+    ) -> int:
+        """Raise :class:`InvalidHistoryError` if the API would reject ``messages`` (as
+        :func:`validate_messages`); return how many leading messages were already known
+        valid (``0`` for a full check)."""
+        state = self._state
+        self._state = None
+        start = 0
+        if state is not None and type(messages) is list:
+            known = self._messages
+            n = len(known)
+            if len(messages) >= n and (messages[:n] if len(messages) > n else messages) == known:
+                start = n
+            else:
+                state = None
+        else:
+            state = None
+        if start == 0:
+            state = _validate(messages, allow_prefill, thinking)
+        else:
+            state = _scan(messages, start, state, allow_prefill)
+            _finish(messages, state, allow_prefill, thinking)
+        if not state.exempted:
+            self._messages = list(messages)
+            self._state = state
+        return start
+
+    def forget(self) -> None:
+        """Check the next request in full (say, it failed a check made after this one)."""
+        self._state = None
+        self._messages = []
+
+
+class _State:
+    """Where a scan of a ``messages`` array stands after its last message: what the next
+    message is checked against. A scan resumed from it checks exactly what a scan of the
+    whole array from its first message would."""
+
+    __slots__ = (
+        "answered",
+        "assistant_first",
+        "exempted",
+        "first_other",
+        "last_kind",
+        "last_pos",
+        "pending",
+        "results_phase",
+        "role_of_turn",
+        "seen_ids",
+        "server_open",
+        "size",
+        "user_first_kind",
+        "uses",
+    )
+
+    def __init__(self) -> None:
+        self.size = 0  # messages scanned
+        self.seen_ids: set[str] = set()
+        self.role_of_turn = ""
+        # assistant turn state
+        self.uses: dict[str, int] = {}  # tool_use ids of the turn, in order, with their message
+        self.server_open: dict[str, tuple[int, int]] = {}
+        self.last_kind: Any = None
+        self.last_pos = (0, 0)
+        self.assistant_first: tuple[int, int, Any] = (0, 0, None)
+        # user turn state
+        self.pending: dict[str, int] = {}  # calls of the previous turn not yet answered
+        self.answered: set[str] = set()
+        self.results_phase = True
+        self.first_other = ""
+        self.user_first_kind: Any = None
+        # The last message was let through empty as the final assistant message: were
+        # more messages to follow, it would be an error.
+        self.exempted = False
+
+
+def _scan(
+    messages: Sequence[Any], start: int, state: _State | None, allow_prefill: bool
+) -> _State:
+    """Check ``messages[start:]``, continuing ``state`` (the scan of ``messages[:start]``;
+    updated in place) or from the first message; raise at the first violation."""
+    if state is None:
+        state = _State()
+    last_index = len(messages) - 1
+    seen_ids = state.seen_ids
+    role_of_turn = state.role_of_turn
+    uses = state.uses
+    server_open = state.server_open
+    last_kind = state.last_kind
+    last_pos = state.last_pos
+    assistant_first = state.assistant_first
+    pending = state.pending
+    answered = state.answered
+    results_phase = state.results_phase
+    first_other = state.first_other
+    user_first_kind = state.user_first_kind
+    exempted = False
+    kind: Any = None
 
     # One pass over the blocks. Consecutive messages of one role form one turn, as the
     # API merges them; a turn is checked as its blocks stream by and closed when the
     # role changes. Paths keep the indices of the array as sent.
-    last_index = len(messages) - 1
-    seen_ids: set[str] = set()
-    role_of_turn = ""
-    # assistant turn state
-    uses: dict[str, int] = {}  # tool_use ids of the turn, in order, with their message
-    server_open: dict[str, tuple[int, int]] = {}
-    last_kind: Any = None
-    last_pos = (0, 0)
-    assistant_first: tuple[int, int, Any] = (0, 0, None)
-    # user turn state
-    pending: dict[str, int] = {}  # calls of the previous turn not yet answered
-    answered: set[str] = set()
-    results_phase = True
-    first_other = ""
-    user_first_kind: Any = None
-
-    for i, message in enumerate(messages):
+    for i in range(start, last_index + 1):
+        message = messages[i]
         if type(message) is dict:
             role = message.get("role")
             content = message.get("content")
@@ -199,12 +322,14 @@ def validate_messages(
                 )
             else:
                 blocks = ({"type": "text", "text": content},)
-        if not blocks and not (i == last_index and role == "assistant" and allow_prefill):
-            raise InvalidHistoryError(
-                f"messages.{i}",
-                "all messages must have non-empty content except for the optional final "
-                "assistant message",
-            )
+        if not blocks:
+            if not (i == last_index and role == "assistant" and allow_prefill):
+                raise InvalidHistoryError(
+                    f"messages.{i}",
+                    "all messages must have non-empty content except for the optional final "
+                    "assistant message",
+                )
+            exempted = True
 
         if role == "assistant":
             for k, block in enumerate(blocks):
@@ -289,13 +414,35 @@ def validate_messages(
                             f"messages.{i}.content.{k}.type", "Field required"
                         )
 
+    state.size = last_index + 1
+    state.role_of_turn = role_of_turn
+    state.uses = uses
+    state.server_open = server_open
+    state.last_kind = last_kind
+    state.last_pos = last_pos
+    state.assistant_first = assistant_first
+    state.pending = pending
+    state.answered = answered
+    state.results_phase = results_phase
+    state.first_other = first_other
+    state.user_first_kind = user_first_kind
+    state.exempted = exempted
+    return state
+
+
+def _finish(messages: Sequence[Any], state: _State, allow_prefill: bool, thinking: bool) -> None:
+    """The checks of the array's end (its last turn), after the scan of every message."""
+    last_index = state.size - 1
+    role_of_turn = state.role_of_turn
+    pending = state.pending
+    uses = state.uses
     if role_of_turn == "user":
         if pending:
             _close_user(pending)
-        if thinking and user_first_kind == "tool_result":
+        if thinking and state.user_first_kind == "tool_result":
             # Only a tool loop in progress (the final user turn answers tool calls)
             # requires the last assistant turn to open with its thinking.
-            ai, ak, found = assistant_first
+            ai, ak, found = state.assistant_first
             if found not in _THINKING:
                 raise InvalidHistoryError(
                     f"messages.{ai}.content.{ak}.type", _THINKING_FIRST.format(found=found)
@@ -313,7 +460,7 @@ def validate_messages(
             "This model does not support assistant message prefill. "
             "The conversation must end with a user message.",
         )
-    _close_assistant(server_open, last_kind, last_pos)
+    _close_assistant(state.server_open, state.last_kind, state.last_pos)
     final_blocks = _blocks(_get(messages[last_index], "content")) or ()
     if final_blocks:
         k = len(final_blocks) - 1
