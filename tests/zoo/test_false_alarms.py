@@ -19,6 +19,10 @@ from tests.harness.toolkit import toolbox
 from .agents import SOUND, TWINS, AsyncToolbox, unwrap
 
 SEEDS = (1, 2, 3)
+#: Examples per fuzz run, given explicitly: a loaded Hypothesis profile's ``max_examples``
+#: would otherwise apply (the suite's dev profile has 50), and a verdict of this zoo must
+#: not depend on which profile the session loaded.
+EXAMPLES = 200
 
 
 def _tools(design: str) -> Any:
@@ -51,7 +55,7 @@ def _fuzz(run: Callable[..., Any], design: str, seed: int, **extra: Any) -> Any:
     client = {} if design == "gather" else {"client": "direct"}
     return fuzz(
         run, _tools(design), seed=seed, database=InMemoryExampleDatabase(), unsafe_tools="ignore",
-        **{**client, **GLUE[design], **extra},
+        max_examples=EXAMPLES, **{**client, **GLUE[design], **extra},
     )
 
 
@@ -91,7 +95,8 @@ def test_an_agent_with_its_own_state_format_is_not_checkable_without_the_history
 
 def test_an_agent_that_forgets_completion_fails_only_completed_idempotent() -> None:
     with pytest.raises(OracleFailure) as caught:
-        fuzz(SOUND["forgets_completion"], toolbox(), seed=1, database=InMemoryExampleDatabase(), unsafe_tools="ignore")
+        fuzz(SOUND["forgets_completion"], toolbox(), seed=1, database=InMemoryExampleDatabase(),
+             unsafe_tools="ignore", max_examples=EXAMPLES)
     # The re-run of the completed task redoes the work, which only completed_idempotent judges.
     assert caught.value.oracles == ["completed_idempotent"], str(caught.value)[:3000]
 
@@ -99,6 +104,6 @@ def test_an_agent_that_forgets_completion_fails_only_completed_idempotent() -> N
 def test_an_agent_that_stops_on_a_store_failure_gets_advice_not_a_violation() -> None:
     report = fuzz(
         SOUND["stops_on_store_failure"], toolbox(), seed=2, database=InMemoryExampleDatabase(),
-        unsafe_tools="ignore", fault_kinds=["store_outage"],
+        unsafe_tools="ignore", fault_kinds=["store_outage"], max_examples=EXAMPLES,
     )
     assert any("retrying the outcome write" in a.describe() for a in report.advice), report.advice
