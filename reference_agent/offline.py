@@ -32,6 +32,7 @@ retry loop sees them as real ones): ``api.fail_next("rate_limit")``.
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import json
 import re
@@ -57,7 +58,7 @@ from .offline_streams import (
     sse_events,
 )
 from .offline_threads import THREADS_BETA, Resolved, ThreadError, ThreadStore, is_threaded
-from .scripted import Plan, PlanModel, ScriptedModel, signature_matches
+from .scripted import CannedModel, Plan, PlanModel, ScriptedModel, signature_matches
 from .validation import InvalidHistoryError, RequestValidator, validate_messages
 
 if TYPE_CHECKING:
@@ -727,7 +728,14 @@ class FakeMessagesAPI:
             return finish(error(400, "invalid_request_error", problem))
         # The fake parsed this request itself: a model that can resume its reading of
         # the last request's history (a PlanModel) reads only the messages added.
-        respond = getattr(self.model, "_respond_parsed", None) or self.model.respond
+        respond = getattr(self.model, "_respond_parsed", None)
+        if respond is None:
+            respond = self.model.respond
+            if not isinstance(self.model, CannedModel):
+                # A model of the test's own gets a request of its own: the parsed messages
+                # are shared with the next request's parse (and the record), so an edit it
+                # made would change the history the fake sees next.
+                respond = _on_a_copy(respond)
         try:
             with self._model_lock:
                 message = respond(request)
@@ -1190,3 +1198,12 @@ def offline_client(model: ScriptedModel | Plan, **kwargs: Any) -> anthropic.Anth
     'pong'
     """
     return FakeMessagesAPI(model).client(**kwargs)
+
+
+def _on_a_copy(respond: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], Any]:
+    """``respond`` called on a deep copy of each request."""
+
+    def call(request: dict[str, Any]) -> Any:
+        return respond(copy.deepcopy(request))
+
+    return call

@@ -223,3 +223,29 @@ def test_the_fake_checks_an_edited_thinking_signature_in_the_prefix() -> None:
     assert raised.value.body["error"]["message"] == (  # type: ignore[index]
         "messages.1.content.0: Invalid `signature` in `thinking` block"
     )
+
+
+class EditingModel:
+    """A test's own model that edits the request it is given (blanks the first message)."""
+
+    def __init__(self) -> None:
+        self.seen: list[int] = []
+
+    def respond(self, request: dict[str, Any]) -> dict[str, Any]:
+        self.seen.append(len(request["messages"]))
+        request["messages"][0]["content"] = ""  # would be invalid, were it the fake's copy
+        return {"content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn"}
+
+
+def test_a_model_that_edits_its_request_does_not_change_what_the_fake_validates_next() -> None:
+    model = EditingModel()
+    api = FakeMessagesAPI(model=model)
+    client = api.client(max_retries=0)
+    history: list[dict[str, Any]] = [{"role": "user", "content": "Hi"}]
+    for turn in range(3):
+        reply = client.messages.create(model="m", max_tokens=16, messages=history)
+        history += [{"role": "assistant", "content": reply.content[0].text},
+                    {"role": "user", "content": f"more {turn}"}]
+    assert model.seen == [1, 3, 5]
+    assert [e.status for e in api.exchanges] == [200, 200, 200]
+    assert api.exchanges[0].request["messages"][0]["content"] == "Hi"
