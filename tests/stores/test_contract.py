@@ -49,21 +49,7 @@ def _assistant(text: str) -> dict[str, Any]:
     return {"role": "assistant", "content": [{"type": "text", "text": text}]}
 
 
-@pytest.fixture(autouse=True)
-def _drop_postgres_tables(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Leave the shared PostgreSQL database as it was: drop this test's tables."""
-    url = ""
-    if "any_checkpoint_store_url" in request.fixturenames:
-        url = request.getfixturevalue("any_checkpoint_store_url")
-    yield
-    if url.startswith("postgresql"):
-        from stores.postgresql import PostgresStore
-
-        store = PostgresStore.from_url(url)
-        try:
-            store.drop_tables()
-        finally:
-            store.close()
+pytestmark = pytest.mark.usefixtures("drop_postgres_tables")
 
 
 @pytest.fixture
