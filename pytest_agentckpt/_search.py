@@ -396,10 +396,6 @@ def _fuzz_with(
         "report_multiple_bugs": False,
         "suppress_health_check": list(HealthCheck),
     }
-    # Hypothesis's explain phase re-runs a shrunk failure many times to annotate its own
-    # report, which fuzz does not print (it prints the replay line and the timeline): over
-    # half the time of a failing call, for nothing.
-    chosen_settings["phases"] = [phase for phase in settings().phases if phase is not Phase.explain]
     if not shrink:
         chosen_settings["phases"] = [Phase.explicit, Phase.reuse, Phase.generate]
     if db is not None:
