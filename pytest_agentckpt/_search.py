@@ -503,7 +503,7 @@ def _search_mode(seed: int | None, test_id: str, database: ExampleDatabase | Non
     """Seeded by ``fuzz(seed=)``, else by ``--agentckpt-seed``, else by ``--hypothesis-seed``;
     without any seed Hypothesis keeps its example database: failures saved, replayed first.
     """
-    from hypothesis import core
+    from hypothesis import core, settings
 
     rerun = f"pytest '{test_id}'" if test_id else "the same test"
     if seed is not None:
@@ -524,6 +524,10 @@ def _search_mode(seed: int | None, test_id: str, database: ExampleDatabase | Non
             f"seeded by --hypothesis-seed={forced}: reproducible, no example database",
             f"{rerun} --hypothesis-seed={forced}",
         )
+    if settings().derandomize:
+        # Hypothesis seeds from the test's digest (as Hypothesis's ci profile does): not random.
+        saved = "no example database" if database is None else f"with the example database {database!r}"
+        return _Mode(None, f"derandomized (settings.derandomize=True): reproducible, {saved}", rerun)
     db = database
     if db is None:
         return _Mode(

@@ -10,6 +10,7 @@ store failed, 2 for a bad command line, 130 after Ctrl-C and 143 after SIGTERM.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import logging
 import os
@@ -34,6 +35,7 @@ from stores import (
     Checkpoint,
     CheckpointStatus,
     CheckpointStore,
+    CheckpointSummary,
     CorruptCheckpointError,
     StoreError,
     StoreNotFoundError,
@@ -417,24 +419,53 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _readable_listing(
+    store: CheckpointStore, status: CheckpointStatus | None
+) -> tuple[list[CheckpointSummary], list[CorruptCheckpointError | UnsupportedSchemaVersionError]]:
+    """The readable tasks' summaries, and the errors of the tasks whose head is unreadable.
+
+    One damaged task does not hide the others: the built-in stores skip and report it
+    (``on_unreadable``); a store without that argument raises as the protocol says.
+    """
+    unreadable: list[CorruptCheckpointError | UnsupportedSchemaVersionError] = []
+    lister: Any = store.list_checkpoints
+    try:
+        reports = "on_unreadable" in inspect.signature(lister).parameters
+    except (TypeError, ValueError):
+        reports = False
+    if not reports:
+        return list(lister(status=status)), unreadable
+    return list(lister(status=status, on_unreadable=unreadable.append)), unreadable
+
+
+def _report_unreadable(task_id: str, store_url: str | None) -> None:
+    print(f"skipped {task_id}: unreadable, left as it is "
+          f"(to delete it: {_delete_command(task_id, store_url)})", file=sys.stderr)
+
+
 def cmd_list(args: argparse.Namespace) -> int:
+    """List the checkpoints; an unreadable one is named on stderr (exit status 1)."""
     store = _open(args.store, read_only=True)
     try:
-        rows = store.list_checkpoints(status=args.status)
+        rows, unreadable = _readable_listing(store, args.status)
     finally:
         store.close()
+    for exc in unreadable:
+        _report_unreadable(exc.task_id, args.store)
+    failed = 1 if unreadable else 0
     if args.json:
         _print_json([r.model_dump(mode="json") for r in rows])
-        return 0
+        return failed
     if not rows:
-        print("no checkpoints" + (f" with status {args.status}" if args.status else ""))
-        return 0
+        readable = "readable " if unreadable else ""
+        print(f"no {readable}checkpoints" + (f" with status {args.status}" if args.status else ""))
+        return failed
     width = max(len(r.task_id) for r in rows)
     print(f"{'TASK':<{width}}  {'STATUS':<9}  {'ITER':>4}  {'VER':>4}  UPDATED (UTC)")
     for r in rows:
         print(f"{r.task_id:<{width}}  {r.status:<9}  {r.iteration:>4}  {r.version:>4}  "
               f"{r.updated_at:%Y-%m-%d %H:%M:%S}")
-    return 0
+    return failed
 
 
 class _Duration(float):
@@ -476,7 +507,12 @@ def cmd_prune(args: argparse.Namespace) -> int:
     skipped: list[dict[str, Any]] = []
     try:
         for status in statuses:
-            for row in store.list_checkpoints(status=status):
+            rows, unreadable = _readable_listing(store, status)
+            for exc in unreadable:
+                # A head whose status cannot be read is listed for every status: once.
+                if all(entry["task_id"] != exc.task_id for entry in skipped):
+                    skipped.append({"task_id": exc.task_id, "error": str(exc)})
+            for row in rows:
                 if row.updated_at >= cutoff:
                     continue
                 if not args.dry_run:
@@ -495,8 +531,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
     finally:
         store.close()
     for entry in skipped:
-        print(f"skipped {entry['task_id']}: unreadable, left as it is "
-              f"(to delete it: {_delete_command(entry['task_id'], args.store)})", file=sys.stderr)
+        _report_unreadable(entry["task_id"], args.store)
     if args.json:
         _print_json({"dry_run": args.dry_run, "pruned": pruned, "skipped": skipped})
         return 1 if skipped else 0

@@ -12,7 +12,7 @@ from .checkpoint import Checkpoint, CheckpointStatus, CheckpointSummary, utcnow
 from .codec import check_task_id, decode_checkpoint, decode_summary, encode_head, encode_messages
 from .errors import ConflictError, InvalidStoreURLError
 from .incremental import PrefixTracker, WritePlan
-from .protocol import StoreInfo, summary_matches
+from .protocol import OnUnreadable, StoreInfo, summary_matches, summary_or_report
 from .retention import is_expired, parse_ttl
 from .url import check_params, query_params, redact_url, split_url
 
@@ -137,6 +137,7 @@ class MemoryStore:
         *,
         status: CheckpointStatus | None = None,
         metadata: Mapping[str, Any] | None = None,
+        on_unreadable: OnUnreadable | None = None,
     ) -> list[CheckpointSummary]:
         with self._lock:
             now = utcnow()
@@ -147,8 +148,8 @@ class MemoryStore:
             )
         result = []
         for task_id, head in heads:
-            summary = decode_summary(task_id, head)
-            if not summary_matches(summary, status, metadata):
+            summary = summary_or_report(on_unreadable, decode_summary, task_id, head)
+            if summary is None or not summary_matches(summary, status, metadata):
                 continue
             result.append(summary)
         return result

@@ -59,7 +59,7 @@ from .errors import (
     StoreUnavailableError,
 )
 from .incremental import PrefixTracker, WritePlan
-from .protocol import StoreInfo, metadata_matches
+from .protocol import OnUnreadable, StoreInfo, metadata_matches, summary_or_report
 from .retention import EXPIRING_STATUSES, cutoff, parse_ttl
 from .url import check_params, query_params, redact_text, redact_url, split_url, url_secrets
 
@@ -505,6 +505,7 @@ class PostgresStore:
         *,
         status: CheckpointStatus | None = None,
         metadata: Mapping[str, Any] | None = None,
+        on_unreadable: OnUnreadable | None = None,
     ) -> list[CheckpointSummary]:
         sql_mod = self._sql
         conditions: list[Any] = []
@@ -528,12 +529,16 @@ class PostgresStore:
         query = sql_mod.SQL('{} ORDER BY task_id COLLATE "C"').format(query)
         with self._connection("list") as conn:
             rows = conn.cursor(binary=True).execute(query, args).fetchall()
-        result = []
-        for task_id, version, head in rows:
+
+        def summary_of(task_id: str, head: Any) -> CheckpointSummary:
             if head is None:
                 raise CorruptCheckpointError(task_id, "stored head is NULL")
-            summary = decode_summary(task_id, bytes(head))
-            if metadata_matches(summary.metadata, metadata):
+            return decode_summary(task_id, bytes(head))
+
+        result = []
+        for task_id, version, head in rows:
+            summary = summary_or_report(on_unreadable, summary_of, task_id, head)
+            if summary is not None and metadata_matches(summary.metadata, metadata):
                 result.append(summary.model_copy(update={"version": int(version)}))
         return result
 

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from .checkpoint import Checkpoint, CheckpointStatus, CheckpointSummary
+from .errors import CorruptCheckpointError, UnsupportedSchemaVersionError
 
-__all__ = ["CheckpointStore", "StoreInfo"]
+__all__ = ["CheckpointStore", "OnUnreadable", "StoreInfo"]
+
+#: ``list_checkpoints(on_unreadable=...)`` of the built-in stores: called with the error of
+#: each task whose head cannot be read (that task is left out of the listing).
+OnUnreadable = Callable[[CorruptCheckpointError | UnsupportedSchemaVersionError], None]
 
 
 @dataclass(frozen=True)
@@ -98,3 +103,19 @@ def summary_matches(
     return (status is None or summary.status == status) and metadata_matches(
         summary.metadata, metadata
     )
+
+
+def summary_or_report(
+    on_unreadable: OnUnreadable | None,
+    decode: Callable[..., CheckpointSummary],
+    *args: Any,
+) -> CheckpointSummary | None:
+    """``decode(*args)``; with ``on_unreadable``, an unreadable head is handed to it and
+    ``None`` returned (the listing goes on with the other tasks), else its error is raised."""
+    if on_unreadable is None:
+        return decode(*args)
+    try:
+        return decode(*args)
+    except (CorruptCheckpointError, UnsupportedSchemaVersionError) as exc:
+        on_unreadable(exc)
+        return None

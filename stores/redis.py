@@ -46,7 +46,7 @@ from .errors import (
     StoreUnavailableError,
 )
 from .incremental import PrefixTracker, WritePlan
-from .protocol import StoreInfo, summary_matches
+from .protocol import OnUnreadable, StoreInfo, summary_matches, summary_or_report
 from .retention import EXPIRING_STATUSES, parse_ttl
 from .url import check_params, query_params, redact_text, redact_url, split_url, url_secrets
 
@@ -481,6 +481,7 @@ class RedisStore:
         *,
         status: CheckpointStatus | None = None,
         metadata: Mapping[str, Any] | None = None,
+        on_unreadable: OnUnreadable | None = None,
     ) -> list[CheckpointSummary]:
         """Summaries filtered by status and metadata, ordered by ``task_id``."""
         with self._errors("list checkpoints"):
@@ -495,16 +496,20 @@ class RedisStore:
                 for task_id in members[start : start + 500]:
                     pipe.hget(self._head_key(task_id), "body")
                 bodies.extend(pipe.execute(raise_on_error=False))
+
+        def summary_of(task_id: str, body: Any) -> CheckpointSummary:
+            if isinstance(body, Exception):
+                raise CorruptCheckpointError(task_id, f"Redis refused to read its head ({body})")
+            return decode_summary(task_id, body)
+
         result = []
         gone: list[str] = []
         for task_id, body in zip(members, bodies, strict=True):
             if body is None:
                 gone.append(task_id)  # expired, or deleted after the index read
                 continue
-            if isinstance(body, Exception):
-                raise CorruptCheckpointError(task_id, f"Redis refused to read its head ({body})")
-            summary = decode_summary(task_id, body)
-            if not summary_matches(summary, status, metadata):
+            summary = summary_or_report(on_unreadable, summary_of, task_id, body)
+            if summary is None or not summary_matches(summary, status, metadata):
                 continue
             result.append(summary)
         if gone and self.ttl is not None:

@@ -67,7 +67,7 @@ from .errors import (
     StoreUnavailableError,
 )
 from .incremental import PrefixTracker, WritePlan
-from .protocol import StoreInfo, summary_matches
+from .protocol import OnUnreadable, StoreInfo, summary_matches, summary_or_report
 from .url import check_params, query_params, redact_text, redact_url, split_url, url_secrets
 
 __all__ = ["S3Store"]
@@ -898,6 +898,7 @@ class S3Store:
         *,
         status: CheckpointStatus | None = None,
         metadata: Mapping[str, Any] | None = None,
+        on_unreadable: OnUnreadable | None = None,
     ) -> list[CheckpointSummary]:
         """Summaries filtered by status and metadata, ordered by ``task_id``."""
         task_ids: list[str] = []
@@ -911,13 +912,16 @@ class S3Store:
                     task_ids.append(unquote(name))
             task_ids.sort()
             heads = self._map(lambda t: self._get(self.head_key(t)), task_ids)
+
+        def summary_of(task_id: str, found: Any) -> CheckpointSummary:
+            return decode_summary(task_id, self._parse_head(task_id, *found).fields)
+
         result = []
         for task_id, found in zip(task_ids, heads, strict=True):
             if found is None:
                 continue  # chunks of an unfinished create, or deleted meanwhile
-            head = self._parse_head(task_id, *found)
-            summary = decode_summary(task_id, head.fields)
-            if not summary_matches(summary, status, metadata):
+            summary = summary_or_report(on_unreadable, summary_of, task_id, found)
+            if summary is None or not summary_matches(summary, status, metadata):
                 continue
             result.append(summary)
         return result

@@ -54,7 +54,7 @@ from .errors import (
     StoreUnavailableError,
 )
 from .incremental import PrefixTracker, WritePlan
-from .protocol import StoreInfo, metadata_matches
+from .protocol import OnUnreadable, StoreInfo, metadata_matches, summary_or_report
 from .retention import EXPIRING_STATUSES, cutoff, parse_ttl
 from .url import check_params, query_params, redact_url, split_url
 
@@ -547,6 +547,7 @@ class SQLiteStore:
         *,
         status: CheckpointStatus | None = None,
         metadata: Mapping[str, Any] | None = None,
+        on_unreadable: OnUnreadable | None = None,
     ) -> list[CheckpointSummary]:
         query = "SELECT task_id, version, head FROM checkpoints"
         conditions: list[str] = []
@@ -564,13 +565,17 @@ class SQLiteStore:
             rows = self._connect().execute(query, args).fetchall()
         except sqlite3.DatabaseError as exc:
             raise self._unavailable(str(exc)) from None
-        result = []
-        for task_id, version, head in rows:
+
+        def summary_of(task_id: str, head: Any) -> CheckpointSummary:
             if not isinstance(head, bytes | str):
                 raise CorruptCheckpointError(task_id, "stored head is not JSON")
-            summary = decode_summary(task_id, head)
+            return decode_summary(task_id, head)
+
+        result = []
+        for task_id, version, head in rows:
+            summary = summary_or_report(on_unreadable, summary_of, task_id, head)
             # The metadata rule lives in one place (metadata_matches); SQLite filters status.
-            if metadata_matches(summary.metadata, metadata):
+            if summary is not None and metadata_matches(summary.metadata, metadata):
                 result.append(summary.model_copy(update={"version": version}))
         return result
 

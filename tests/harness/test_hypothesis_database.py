@@ -68,7 +68,11 @@ def test_with_a_seed_the_run_is_reproducible_and_saves_nothing(pytester: pytest.
     assert not (pytester.path / ".hypothesis" / "examples").exists()
 
 
-def test_fuzz_database_argument_is_the_database_used(pytester: pytest.Pytester) -> None:
+def test_fuzz_database_argument_is_the_database_used(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Not Hypothesis's own "ci" profile (derandomized): this is about the default profile.
+    monkeypatch.delenv("CI", raising=False)
     pytester.makepyfile(
         test_db='''
 from hypothesis.database import InMemoryExampleDatabase

@@ -83,7 +83,12 @@ def test_long():
     )
     result = pytester.runpytest_subprocess("-p", "no:randomly", "-W", "ignore")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*agentckpt: test_long.py::test_long: 5/5 examples, * crashes injected, 0 violations so far, * examples/s"])
+    # Each line on a line of its own: the first one not glued to pytest's "test_long.py ".
+    result.stdout.fnmatch_lines(["agentckpt: test_long.py::test_long: 5/5 examples, * crashes injected, 0 violations so far, * examples/s"])
+    lines = result.stdout.lines
+    assert not [line for line in lines if "agentckpt: test_long.py" in line and not line.startswith("agentckpt: ")], lines
+    first = next(i for i, line in enumerate(lines) if line.startswith("agentckpt: test_long.py"))
+    assert lines[first - 1].rstrip() == "test_long.py", lines  # the file's line was ended first
 
 
 def test_a_session_inside_the_session_gives_the_outer_sink_back(pytester: pytest.Pytester) -> None:

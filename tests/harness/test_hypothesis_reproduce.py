@@ -62,3 +62,29 @@ def test_the_seeded_reproduce_line_names_the_seed_and_the_search_mode() -> None:
     assert "reproduce: fuzz(..., seed=42)" in report
     assert "search: seeded by fuzz(seed=42): reproducible, no example database" in report
     assert "@reproduce_failure" not in report + "\n".join(getattr(caught.value, "__notes__", []))
+
+
+def test_a_derandomized_profile_is_reported_as_reproducible_not_random(monkeypatch: pytest.MonkeyPatch) -> None:
+    # derandomize=True in the loaded profile seeds Hypothesis from the test itself: the
+    # search line must not call that search random, and two runs find the same failure.
+    from hypothesis import settings
+
+    from pytest_agentckpt import _search
+
+    monkeypatch.setattr(_search._session, "seed", None)
+    monkeypatch.setattr(_search._session, "database", None)
+    run = importlib.import_module("tests.buggy_agents.delete_on_success").run
+    previous = settings.get_current_profile_name()
+    settings.register_profile("agentckpt-derandomized", settings(derandomize=True))
+    settings.load_profile("agentckpt-derandomized")
+    try:
+        failures = []
+        for _ in range(2):
+            with pytest.raises(OracleFailure) as caught:
+                fuzz(run, toolbox(), max_examples=20)
+            failures.append(caught.value)
+    finally:
+        settings.load_profile(previous)
+    search = [line for line in str(failures[0]).splitlines() if line.startswith("search: ")]
+    assert search == ["search: derandomized (settings.derandomize=True): reproducible, no example database"]
+    assert failures[0].plan == failures[1].plan and failures[0].fault_plan == failures[1].fault_plan

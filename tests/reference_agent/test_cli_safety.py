@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import uuid
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,10 +25,10 @@ from typing import Any
 import pytest
 
 from reference_agent import FakeMessagesAPI, Toolbox, run
-from reference_agent.cli import main
+from reference_agent.cli import _PROG, main
 from reference_agent.scripted import Plan, PlanModel
 from reference_agent.world import World
-from stores import Checkpoint, open_store
+from stores import Checkpoint, CorruptCheckpointError, open_store
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENT = [sys.executable, "-m", "reference_agent"]
@@ -370,6 +371,44 @@ def test_prune_skips_and_reports_a_corrupt_task_and_prunes_the_others(
     store = open_store(f"sqlite:///{path}")
     assert [s.task_id for s in store.list_checkpoints()] == ["bad"]
     store.close()
+
+
+def test_list_and_prune_name_an_unreadable_task_and_go_on_with_the_others(
+    any_checkpoint_store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import time
+
+    from pytest_agentckpt.certify.hooks import hooks_for
+
+    url = any_checkpoint_store_url
+    if url.startswith("memory:"):
+        pytest.skip("memory:// stores share nothing between instances (the contract test covers it)")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a non-durable Redis warns on open
+        store = open_store(url)
+    for task_id in ("bad", "done-1", "done-2"):
+        store.save(Checkpoint(task_id=task_id, status="completed"))
+    corrupt = hooks_for(store).corrupt
+    assert corrupt is not None
+    corrupt("bad")
+    time.sleep(0.2)
+    try:
+        assert main(["list", "--store", url]) == 1
+        out, err = capsys.readouterr()
+        assert [line.split()[0] for line in out.splitlines()[1:]] == ["done-1", "done-2"]
+        assert "skipped bad: unreadable" in err and f"{_PROG} delete bad --store" in err
+
+        assert main(["prune", "--older-than", "0.1s", "--store", url, "--json"]) == 1
+        out, err = capsys.readouterr()
+        report = json.loads(out)
+        assert [r["task_id"] for r in report["pruned"]] == ["done-1", "done-2"]
+        assert [s["task_id"] for s in report["skipped"]] == ["bad"]  # once, not once per status
+        assert err.count("skipped bad: unreadable") == 1
+        assert store.load("done-1") is None
+        with pytest.raises(CorruptCheckpointError):
+            store.load("bad")  # left as it is
+    finally:
+        store.close()
 
 
 # -- point 7: read-only commands create nothing -------------------------------------------------

@@ -49,21 +49,7 @@ def _assistant(text: str) -> dict[str, Any]:
     return {"role": "assistant", "content": [{"type": "text", "text": text}]}
 
 
-@pytest.fixture(autouse=True)
-def _drop_postgres_tables(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Leave the shared PostgreSQL database as it was: drop this test's tables."""
-    url = ""
-    if "any_checkpoint_store_url" in request.fixturenames:
-        url = request.getfixturevalue("any_checkpoint_store_url")
-    yield
-    if url.startswith("postgresql"):
-        from stores.postgresql import PostgresStore
-
-        store = PostgresStore.from_url(url)
-        try:
-            store.drop_tables()
-        finally:
-            store.close()
+pytestmark = pytest.mark.usefixtures("drop_postgres_tables")
 
 
 @pytest.fixture
@@ -692,6 +678,35 @@ def test_list_filters_by_status_and_metadata_in_task_id_order(
     assert [s.task_id for s in big] == ["b-task"]
     assert any_checkpoint_store.list_checkpoints(metadata={"user": "nobody"}) == []
     assert any_checkpoint_store.list_checkpoints(metadata={"absent": None}) == []
+
+
+def test_a_listing_asked_to_report_unreadable_heads_lists_the_others(
+    any_checkpoint_store: CheckpointStore,
+) -> None:
+    from pytest_agentckpt.certify.hooks import hooks_for
+    from stores import CorruptCheckpointError
+
+    for task_id in ("a-good", "b-corrupt", "c-newer", "d-good"):
+        any_checkpoint_store.save(Checkpoint(task_id=task_id, status="completed"))
+    hooks = hooks_for(any_checkpoint_store)
+    assert hooks.corrupt is not None and hooks.bump_schema is not None
+    hooks.corrupt("b-corrupt")
+    hooks.bump_schema("c-newer")
+
+    # Without on_unreadable a listing still raises: damage is never reported as absence.
+    with pytest.raises(CorruptCheckpointError):
+        any_checkpoint_store.list_checkpoints()
+    unreadable: list[Exception] = []
+    listed = any_checkpoint_store.list_checkpoints(on_unreadable=unreadable.append)  # type: ignore[call-arg]
+    assert [s.task_id for s in listed] == ["a-good", "d-good"]
+    assert [(type(e), e.task_id) for e in unreadable] == [  # type: ignore[attr-defined]
+        (CorruptCheckpointError, "b-corrupt"),
+        (UnsupportedSchemaVersionError, "c-newer"),
+    ]
+    unreadable.clear()
+    done = any_checkpoint_store.list_checkpoints(status="completed", on_unreadable=unreadable.append)  # type: ignore[call-arg]
+    assert [s.task_id for s in done] == ["a-good", "d-good"]
+    assert {e.task_id for e in unreadable} == {"b-corrupt", "c-newer"}  # type: ignore[attr-defined]
 
 
 def test_info_names_the_backend(

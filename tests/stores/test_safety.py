@@ -10,7 +10,7 @@ are refused before any I/O.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -25,20 +25,7 @@ from stores import (
 )
 from stores.codec import MAX_INT_DIGITS, MAX_NESTING_DEPTH
 
-
-@pytest.fixture(autouse=True)
-def _drop_postgres_tables(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Leave the shared PostgreSQL database as it was: drop this test's tables."""
-    url = request.getfixturevalue("any_checkpoint_store_url")
-    yield
-    if url.startswith("postgresql"):
-        from stores.postgresql import PostgresStore
-
-        store = PostgresStore.from_url(url)
-        try:
-            store.drop_tables()
-        finally:
-            store.close()
+pytestmark = pytest.mark.usefixtures("drop_postgres_tables")
 
 
 def _task_id() -> str:
