@@ -69,7 +69,7 @@ from .repair import (
     unknown_outcome_result,
 )
 from .toolbox import Toolbox, ToolResult, UnknownToolError
-from .validation import validate_messages
+from .validation import RequestValidator
 
 if TYPE_CHECKING:
     import anthropic
@@ -287,6 +287,10 @@ class _Loop:
         self.save_attempts = save_attempts
         self.retry_backoff = retry_backoff
         self.cp = Checkpoint(task_id=task_id, goal=goal)
+        # Each request extends the last: its check reads the new messages only (the prefix
+        # is compared, never assumed; this loop never edits a message in place, it appends
+        # or replaces).
+        self.validator = RequestValidator()
         # States whose save raised a StoreError: one may have landed with its
         # acknowledgement lost, which a later compare-and-set must not mistake for
         # another worker.
@@ -485,7 +489,7 @@ class _Loop:
         self.emit("iteration", max_iterations=self.max_iterations)
         prefill = self.cp.messages[-1].get("role") == "assistant"
         # Fail loudly here rather than with an HTTP 400 from the API.
-        validate_messages(self.cp.messages, allow_prefill=prefill)
+        self.validator.validate(self.cp.messages, allow_prefill=prefill)
         kwargs: dict[str, Any] = {
             "model": self.model,
             "max_tokens": self.max_tokens,

@@ -419,3 +419,29 @@ def test_a_repeat_safe_intent_without_outcome_is_rerun_not_answered_unknown() ->
     assert cp is not None and cp.status == "completed" and cp.final_answer == answer
     record = next(a for a in cp.actions if a.tool_name == "create_file")
     assert record.state == "done" and not str(record.result.content).startswith("UNKNOWN")
+
+
+def test_each_request_after_the_first_is_checked_on_its_new_messages_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A long run is not quadratic in the agent's own check: every request but the first of
+    # a run extends the last one, and the validator reads only what it adds.
+    from reference_agent.validation import RequestValidator
+
+    known: dict[int, list[tuple[int, int]]] = {}
+    validate = RequestValidator.validate
+
+    def spy(self: RequestValidator, messages: Any, **kwargs: Any) -> int:
+        start = validate(self, messages, **kwargs)
+        known.setdefault(id(self), []).append((start, len(messages)))
+        return start
+
+    monkeypatch.setattr(RequestValidator, "validate", spy)
+    h = Harness()
+    h.run()
+    # Two validators saw the run: the agent's own and the fake API's.
+    assert len(known) == 2
+    for checks in known.values():
+        assert len(checks) == h.api.model_calls == 7
+        assert checks[0][0] == 0
+        assert all(0 < start < total for start, total in checks[1:]), checks

@@ -95,17 +95,23 @@ def test_every_command_has_help(command: str, capsys: pytest.CaptureFixture[str]
 
 
 def test_prune_deletes_old_finished_checkpoints_and_never_running_ones(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import time
+    import datetime
 
+    import stores.sqlite
     from stores import Checkpoint, open_store
+    from stores.checkpoint import utcnow
 
     url = f"sqlite:///{tmp_path / 'tasks.db'}"
     store = open_store(url)
+    # The old tasks were saved two hours ago (the store's clock set back), the new one now:
+    # no sleep, so a busy machine cannot age the new one past the cutoff.
+    two_hours_ago = utcnow() - datetime.timedelta(hours=2)
+    monkeypatch.setattr(stores.sqlite, "utcnow", lambda: two_hours_ago)
     for task_id, status in (("old-running", "running"), ("old-done", "completed"), ("old-failed", "failed")):
         store.save(Checkpoint(task_id=task_id, status=status))  # type: ignore[arg-type]
-    time.sleep(0.3)
+    monkeypatch.undo()
     store.save(Checkpoint(task_id="new-done", status="completed"))
     store.close()
 
@@ -116,12 +122,12 @@ def test_prune_deletes_old_finished_checkpoints_and_never_running_ones(
         finally:
             reopened.close()
 
-    assert main(["prune", "--older-than", "0.2s", "--store", url, "--dry-run"]) == 0
+    assert main(["prune", "--older-than", "1h", "--store", url, "--dry-run"]) == 0
     assert "would delete 2" in capsys.readouterr().out
     assert remaining() == ["new-done", "old-done", "old-failed", "old-running"]
-    assert main(["prune", "--older-than", "0.2", "--status", "failed", "--store", url, "--json"]) == 0
+    assert main(["prune", "--older-than", "3600", "--status", "failed", "--store", url, "--json"]) == 0
     assert [r["task_id"] for r in json.loads(capsys.readouterr().out)["pruned"]] == ["old-failed"]
-    assert main(["prune", "--older-than", "0.2s", "--store", url]) == 0
+    assert main(["prune", "--older-than", "3600s", "--store", url]) == 0
     assert "deleted 1 completed/failed checkpoint " in capsys.readouterr().out
     assert remaining() == ["new-done", "old-running"]
 
