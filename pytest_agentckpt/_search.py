@@ -18,6 +18,7 @@ from . import _progress
 from ._judge import OracleFailure, _evaluate, _order, _unreproducible, _Verdict
 from ._scenario import _Executor, _Outcome
 from ._shrink import _minimize
+from ._totals import Totals
 from .faults import (
     FaultPlan,
 )
@@ -170,7 +171,7 @@ class FuzzReport:
 
 # -- statistics -----------------------------------------------------------------------------
 @dataclass
-class FuzzStats:
+class FuzzStats(Totals):
     """What the harness did: the terminal summary prints the session's total."""
 
     scenarios: int = 0
@@ -187,56 +188,6 @@ class FuzzStats:
     #: that a passing test expected (``pytest.raises(OracleFailure)``).
     failures: set[str] = field(default_factory=set)
     expected_failures: set[str] = field(default_factory=set)
-
-    def merge(self, other: FuzzStats) -> None:
-        """Add ``other``'s counts to these."""
-        self.scenarios += other.scenarios
-        self.fault_points_hit.update(other.fault_points_hit)
-        self.crashes += other.crashes
-        self.api_faults += other.api_faults
-        self.store_faults += other.store_faults
-        self.resumes += other.resumes
-        self.requests_validated += other.requests_validated
-        self.effects_checked += other.effects_checked
-        self.violations.update(other.violations)
-        self.unsafe_tools |= other.unsafe_tools
-        self.failures |= other.failures
-        self.expected_failures |= other.expected_failures
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-safe form (pytest-xdist sends it from workers)."""
-        return {
-            "scenarios": self.scenarios,
-            "fault_points_hit": dict(self.fault_points_hit),
-            "crashes": self.crashes,
-            "api_faults": self.api_faults,
-            "store_faults": self.store_faults,
-            "resumes": self.resumes,
-            "requests_validated": self.requests_validated,
-            "effects_checked": self.effects_checked,
-            "violations": dict(self.violations),
-            "unsafe_tools": sorted(self.unsafe_tools),
-            "failures": sorted(self.failures),
-            "expected_failures": sorted(self.expected_failures),
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> FuzzStats:
-        """The inverse of :meth:`to_dict`."""
-        return cls(
-            scenarios=int(data.get("scenarios", 0)),
-            fault_points_hit=Counter(data.get("fault_points_hit", {})),
-            crashes=int(data.get("crashes", 0)),
-            api_faults=int(data.get("api_faults", 0)),
-            store_faults=int(data.get("store_faults", 0)),
-            resumes=int(data.get("resumes", 0)),
-            requests_validated=int(data.get("requests_validated", 0)),
-            effects_checked=int(data.get("effects_checked", 0)),
-            violations=Counter(data.get("violations", {})),
-            unsafe_tools=set(data.get("unsafe_tools", ())),
-            failures=set(data.get("failures", ())),
-            expected_failures=set(data.get("expected_failures", ())),
-        )
 
 
 _stats = FuzzStats()

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ._totals import Totals
 from .faults import (
     FAULT_POINTS,
     Crash,
@@ -121,7 +122,7 @@ def sample_plans(plans: Sequence[FaultPlan], max_points: int, seed: int) -> list
 
 
 @dataclass
-class ChaosStats:
+class ChaosStats(Totals):
     """What chaos mode did: the terminal summary prints the session's total."""
 
     tests: int = 0
@@ -132,38 +133,6 @@ class ChaosStats:
     passed: int = 0
     failed: int = 0
     unsafe_tools: set[str] = field(default_factory=set)
-
-    def merge(self, other: ChaosStats) -> None:
-        """Add ``other``'s counts to these (the xdist controller sums its workers')."""
-        self.tests += other.tests
-        self.tests_failed += other.tests_failed
-        self.points_found += other.points_found
-        self.points_run += other.points_run
-        self.resumes += other.resumes
-        self.passed += other.passed
-        self.failed += other.failed
-        self.unsafe_tools |= other.unsafe_tools
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-safe form (what an xdist worker sends)."""
-        return {
-            "tests": self.tests,
-            "tests_failed": self.tests_failed,
-            "points_found": self.points_found,
-            "points_run": self.points_run,
-            "resumes": self.resumes,
-            "passed": self.passed,
-            "failed": self.failed,
-            "unsafe_tools": sorted(self.unsafe_tools),
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ChaosStats:
-        """The inverse of :meth:`to_dict`."""
-        return cls(
-            **{k: int(data.get(k, 0)) for k in ("tests", "tests_failed", "points_found", "points_run", "resumes", "passed", "failed")},
-            unsafe_tools=set(data.get("unsafe_tools", ())),
-        )
 
     def summary_lines(self) -> list[str]:
         """The terminal summary's lines.
