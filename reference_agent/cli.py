@@ -10,7 +10,6 @@ store failed, 2 for a bad command line, 130 after Ctrl-C and 143 after SIGTERM.
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import logging
 import os
@@ -424,17 +423,12 @@ def _readable_listing(
 ) -> tuple[list[CheckpointSummary], list[CorruptCheckpointError | UnsupportedSchemaVersionError]]:
     """The readable tasks' summaries, and the errors of the tasks whose head is unreadable.
 
-    One damaged task does not hide the others: the built-in stores skip and report it
-    (``on_unreadable``); a store without that argument raises as the protocol says.
+    One damaged task does not hide the others: every store the CLI opens is a built-in one
+    (``open_store``), and those skip and report such a head (``on_unreadable``, an
+    argument beyond the protocol's).
     """
     unreadable: list[CorruptCheckpointError | UnsupportedSchemaVersionError] = []
     lister: Any = store.list_checkpoints
-    try:
-        reports = "on_unreadable" in inspect.signature(lister).parameters
-    except (TypeError, ValueError):
-        reports = False
-    if not reports:
-        return list(lister(status=status)), unreadable
     return list(lister(status=status, on_unreadable=unreadable.append)), unreadable
 
 
