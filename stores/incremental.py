@@ -124,12 +124,44 @@ class PrefixTracker:
         already (``decode_checkpoint`` makes them while it decodes); the tracker keeps
         them instead of copying ``messages`` again.
         """
+        with self._lock:
+            known = self._known.get(task_id)
+            if (
+                copies is None
+                and known is not None
+                and known.version == version
+                and known.lineage == lineage
+                and len(known.messages) == len(messages)
+            ):
+                # The snapshot already is this history (a version under a lineage is
+                # written once): keep it.
+                self._known.move_to_end(task_id)
+                return
         if copies is not None and len(copies) == len(messages):
             fresh = copies
         else:
             fresh = [copy_containers(message) for message in messages]
         with self._lock:
             self._remember(task_id, _Known(version, lineage, fresh))
+
+    def copies_for(self, task_id: str, version: int, lineage: str, count: int) -> list[Any] | None:
+        """What a load passes as ``copies`` to the decoder and then to :meth:`loaded`.
+
+        ``None`` when the snapshot held for ``task_id`` already is the stored history at
+        ``version`` under ``lineage`` (``count`` messages; a version under a lineage is
+        written once): the load need not copy what it decodes, and :meth:`loaded` keeps
+        the snapshot (or copies the messages after all if a save moved it on in
+        between). Else an empty list, to receive the copies.
+        """
+        with self._lock:
+            known = self._known.get(task_id)
+            held = (
+                known is not None
+                and known.version == version
+                and known.lineage == lineage
+                and len(known.messages) == count
+            )
+        return None if held else []
 
     def forget(self, task_id: str) -> None:
         """Drop what is known of ``task_id`` (after a delete, a conflict or an error)."""

@@ -90,7 +90,7 @@ class MemoryStore:
                 record.head,
                 list(record.messages),
             )
-        copies: list[Any] = []
+        copies = self._tracker.copies_for(task_id, version, lineage, len(messages))
         checkpoint = decode_checkpoint(task_id, head, messages, copies=copies)
         self._tracker.loaded(task_id, version, lineage, checkpoint.messages, copies=copies)
         if checkpoint.version != version:  # the head is written with its version

@@ -384,7 +384,7 @@ class PostgresStore:
             if head is None or any(b is None for b in raw_bodies):
                 raise CorruptCheckpointError(task_id, "a stored head or message is NULL")
             bodies = [bytes(b) for b in raw_bodies]
-        copies: list[Any] = []
+        copies = self._tracker.copies_for(task_id, int(version), str(lineage), len(bodies))
         checkpoint = decode_checkpoint(task_id, bytes(head), bodies, copies=copies)
         self._tracker.loaded(
             task_id, int(version), str(lineage), checkpoint.messages, copies=copies

@@ -373,7 +373,7 @@ class RedisStore:
             self._tracker.forget(task_id)
             return None
         version, lineage = self._check_head_fields(task_id, head, len(messages))
-        copies: list[Any] = []
+        copies = self._tracker.copies_for(task_id, version, lineage, len(messages))
         checkpoint = decode_checkpoint(task_id, head[b"body"], messages, copies=copies)
         if checkpoint.version != version:
             raise CorruptCheckpointError(

@@ -585,7 +585,7 @@ class S3Store:
             raws.extend(
                 lines if lines is not None else self._parse_chunk(task_id, key, body, entry)
             )
-        copies: list[Any] = []
+        copies = self._tracker.copies_for(task_id, head.version, head.lineage, len(raws))
         try:
             # Each message decoded on its own by the codec's fast path, which also makes
             # the tracker's snapshot in the same walk and checks the codec's rules.
@@ -595,7 +595,7 @@ class S3Store:
             raws = []
             for entry, key, body in zip(entries, keys, found_bodies, strict=True):
                 raws.extend(self._parse_chunk(task_id, key, body, entry))
-            copies = []
+            copies = self._tracker.copies_for(task_id, head.version, head.lineage, len(raws))
             checkpoint = decode_checkpoint(task_id, head.fields, raws, copies=copies)
         self._remember(task_id, head)
         self._tracker.loaded(

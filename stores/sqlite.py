@@ -368,7 +368,7 @@ class SQLiteStore:
             if not isinstance(body, bytes):
                 raise CorruptCheckpointError(task_id, f"stored message {idx} is not JSON bytes")
             bodies.append(body)
-        copies: list[Any] = []
+        copies = self._tracker.copies_for(task_id, version, lineage, count)
         checkpoint = decode_checkpoint(task_id, head, bodies, copies=copies)
         self._tracker.loaded(task_id, version, lineage, checkpoint.messages, copies=copies)
         return checkpoint.model_copy(update={"version": version})

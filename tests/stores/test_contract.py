@@ -458,6 +458,27 @@ def test_in_place_edit_of_a_loaded_prefix_is_detected_on_the_next_save(
     assert again.messages[1:] == [_user("two"), _assistant("three")]
 
 
+def test_in_place_edit_after_a_second_load_of_the_same_version_is_detected(
+    any_checkpoint_store: CheckpointStore,
+) -> None:
+    # A store that loads a version it already holds keeps its snapshot and copies nothing:
+    # the objects each load returns are still its own, and an edit of them still shows.
+    saved = any_checkpoint_store.save(
+        Checkpoint(task_id=_task_id(), messages=[_assistant("one"), _user("two")])
+    )
+    first = any_checkpoint_store.load(saved.task_id)
+    second = any_checkpoint_store.load(saved.task_id)
+    assert first is not None and second is not None
+    assert first.messages[0] is not second.messages[0]
+    first.messages[0]["content"][0]["text"] = "edited in the first, never saved"
+    second.messages[1]["content"] = "edited in the second"
+    second.messages.append(_assistant("three"))
+    any_checkpoint_store.save(second)
+    again = any_checkpoint_store.load(saved.task_id)
+    assert again is not None
+    assert again.messages == [_assistant("one"), _user("edited in the second"), _assistant("three")]
+
+
 def test_in_place_edit_of_a_deeply_nested_loaded_message_is_detected(
     any_checkpoint_store: CheckpointStore,
 ) -> None:

@@ -134,3 +134,42 @@ def test_a_tracker_snapshot_is_never_an_alias_of_the_callers_tuples_or_lists() -
     assert copy == value
     inner[1]["a"].append(99)  # type: ignore[index]
     assert copy["x"][0][1]["a"] == [2]
+
+
+def test_a_load_of_the_history_held_keeps_the_snapshot_and_copies_nothing() -> None:
+    tracker = PrefixTracker()
+    cp = Checkpoint(task_id="t", messages=[_msg(0), _msg(1)])
+    plan = tracker.plan(cp)
+    tracker.saved("t", 1, plan, cp.messages)
+    held = tracker._known["t"].messages
+    assert tracker.copies_for("t", 1, plan.lineage, 2) is None
+    # Anything else needs the load's own copies: another version, lineage or length.
+    assert tracker.copies_for("t", 2, plan.lineage, 2) == []
+    assert tracker.copies_for("t", 1, "other", 2) == []
+    assert tracker.copies_for("t", 1, plan.lineage, 3) == []
+    assert tracker.copies_for("unknown", 1, plan.lineage, 2) == []
+    decoded = [_msg(0), _msg(1)]
+    tracker.loaded("t", 1, plan.lineage, decoded, copies=None)
+    assert tracker._known["t"].messages is held
+    # The caller's objects are never the snapshot: editing them is still detected.
+    decoded[0]["content"] = "edited"
+    assert tracker.plan(Checkpoint(task_id="t", messages=decoded, version=1)).rewrite
+
+
+def test_a_load_without_copies_whose_snapshot_moved_on_copies_the_messages() -> None:
+    # Between copies_for and loaded, another thread's save moved the snapshot on: the
+    # load's history is then copied after all, never aliased.
+    tracker = PrefixTracker()
+    cp = Checkpoint(task_id="t", messages=[_msg(0)])
+    plan = tracker.plan(cp)
+    tracker.saved("t", 1, plan, cp.messages)
+    assert tracker.copies_for("t", 1, plan.lineage, 1) is None
+    grown = cp.model_copy(update={"version": 1, "messages": [_msg(0), _msg(1)]})
+    tracker.saved("t", 2, tracker.plan(grown), grown.messages)
+    decoded = [_msg(0)]
+    tracker.loaded("t", 1, plan.lineage, decoded, copies=None)
+    known = tracker._known["t"]
+    assert (known.version, known.messages) == (1, [_msg(0)])
+    assert known.messages[0] is not decoded[0]
+    decoded[0]["content"] = "edited"
+    assert tracker.plan(Checkpoint(task_id="t", messages=[*decoded, _msg(1)], version=1)).rewrite
