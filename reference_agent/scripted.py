@@ -20,7 +20,7 @@ import hashlib
 import json
 import re
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -211,6 +211,13 @@ class PlanModel:
     are ``toolu_s{step}c{call}a{attempt}``: deterministic, and unique in the conversation.
     When every step has succeeded it answers with ``plan.final_answer``.
 
+    Progress survives a compacted history: the last turn in the history that asked for
+    planned calls by these ids says where the plan is (it asked for its step's calls
+    that were missing then, once every earlier step had succeeded). An agent that
+    replaces its older turns by a summary and keeps its latest exchange therefore goes
+    on where it was, as a model reading the summary would, instead of being asked for
+    the whole plan again.
+
     >>> model = PlanModel(Plan(steps=(), final_answer="Nothing to do."))
     >>> model.respond({"messages": [{"role": "user", "content": "hi"}]})["content"]
     [{'type': 'text', 'text': 'Nothing to do.'}]
@@ -249,7 +256,15 @@ class PlanModel:
         # The last scan of _respond_parsed: its messages, what they hold (uses by class,
         # successes per class, the next attempt of each call), to resume from.
         self._scanned: (
-            tuple[list[Any], dict[Any, int], list[int], dict[tuple[int, int], int]] | None
+            tuple[
+                list[Any],
+                dict[Any, tuple[int, tuple[int, int]]],
+                list[int],
+                dict[tuple[int, int], int],
+                tuple[int, frozenset[int]] | None,
+                set[tuple[int, int]],
+            ]
+            | None
         ) = None
 
     def _parse_id(self, block_id: str) -> _PlanId | None:
@@ -276,13 +291,51 @@ class PlanModel:
         (compared with ``==``), only the messages it adds are read."""
         return self._respond(request, resume=True)
 
+    def _missing(
+        self,
+        latest: tuple[int, frozenset[int]] | None,
+        won: set[tuple[int, int]],
+        succeeded: list[int],
+    ) -> Iterator[tuple[int, list[tuple[int, ToolCall]]]]:
+        """The step to ask for next and its calls still missing (nothing: answer).
+
+        With a turn of ours in the history, progress is read from the last one: it asked
+        for the calls of its step that were missing then (every earlier step, and the
+        step's other calls, had succeeded), so only those calls are checked for a success
+        of ours, and the next step follows. This holds whether or not the earlier turns
+        are still in the history: an agent that compacts its older turns into a summary
+        and keeps the latest exchange goes on where it was, as a model reading the
+        summary would. Without such a turn (a fresh history, or ids of another model),
+        successes are counted per class of identical calls and consumed in plan order.
+        """
+        if latest is not None:
+            s, asked = latest
+            slots = self._steps[s] if s < len(self._steps) else []
+            missing = [(c, call) for c, call, _ in slots if c in asked and (s, c) not in won]
+            if missing:
+                yield s, missing
+                return
+            if s + 1 < len(self._steps):
+                yield s + 1, [(c, call) for c, call, _ in self._steps[s + 1]]
+            return
+        for s, slots in enumerate(self._steps):
+            missing = []
+            for c, call, cls in slots:
+                if succeeded[cls] > 0:
+                    succeeded[cls] -= 1
+                else:
+                    missing.append((c, call))
+            if missing:
+                yield s, missing
+                return
+
     def _respond(self, request: dict[str, Any], *, resume: bool) -> dict[str, Any]:
         messages = request.get("messages") or ()
         start = 0
         scanned = self._scanned
         self._scanned = None  # until this scan completes
         if resume and scanned is not None and type(messages) is list:
-            known, class_of_use, succeeded, next_attempt = scanned
+            known, class_of_use, succeeded, next_attempt, latest, won = scanned
             n = len(known)
             if len(messages) >= n and (messages[:n] if len(messages) > n else messages) == known:
                 start = n
@@ -290,6 +343,11 @@ class PlanModel:
             class_of_use = {}
             succeeded = [0] * len(self._class_by_key)
             next_attempt = {}
+            # The last turn in the history that asked for planned calls by this model's
+            # ids: its step and the calls it asked for (None: no such turn). And the
+            # planned calls whose use by one of our ids succeeded.
+            latest = None
+            won = set()
         ids = self._ids
         class_by_key = self._class_by_key
         for i in range(start, len(messages)):
@@ -303,6 +361,7 @@ class PlanModel:
             if content is None or isinstance(content, str):
                 continue
             if role == "assistant":
+                asked: list[tuple[int, int]] = []
                 for block in content:
                     if type(block) is not dict:
                         block = _block_dict(block)
@@ -316,6 +375,7 @@ class PlanModel:
                     except KeyError:
                         parsed = self._parse_id(block_id)
                     cls = -1
+                    s_c = _NO_CALL
                     if parsed is not None:
                         s_c, attempt, planned, planned_cls = parsed
                         if attempt > next_attempt.get(s_c, 0):
@@ -328,58 +388,65 @@ class PlanModel:
                             and planned.input == block.get("input")
                         ):
                             cls = planned_cls
+                            asked.append(s_c)
+                        else:
+                            s_c = _NO_CALL
                     if cls < 0:
                         cls = class_by_key.get(
                             (str(block.get("name")), _canonical(block.get("input"))), -1
                         )
-                    class_of_use[block_id] = cls
+                    class_of_use[block_id] = (cls, s_c)
+                if asked and all(step == asked[0][0] for step, _ in asked):
+                    latest = (asked[0][0], frozenset(c for _, c in asked))
             else:
                 for block in content:
                     if type(block) is not dict:
                         block = _block_dict(block)
                     if block.get("type") == "tool_result" and not block.get("is_error"):
-                        cls = class_of_use.get(block.get("tool_use_id"), -1)
+                        cls, s_c = class_of_use.get(block.get("tool_use_id"), _NO_USE)
                         if cls >= 0:
                             succeeded[cls] += 1
+                            if s_c[0] >= 0:
+                                won.add(s_c)
 
         if resume and type(messages) is list:
-            self._scanned = (list(messages), class_of_use, list(succeeded), next_attempt)
+            self._scanned = (
+                list(messages),
+                class_of_use,
+                list(succeeded),
+                next_attempt,
+                latest,
+                set(won),
+            )
         model = self.model or str(request.get("model") or DEFAULT_MODEL)
         # With thinking enabled, a reply starts with a signed thinking block, as Claude's
         # do: agents must carry it back unchanged.
         thinking = _thinking_enabled(request)
-        for s, slots in enumerate(self._steps):
-            missing: list[tuple[int, ToolCall]] = []
-            for c, call, cls in slots:
-                if succeeded[cls] > 0:
-                    succeeded[cls] -= 1
-                else:
-                    missing.append((c, call))
-            if missing:
-                step = self.plan.steps[s]
-                blocks: list[dict[str, Any]] = []
-                text_len = self._text_len[s]
-                # The canonical JSON of the block list: brackets, commas, the blocks.
-                size = 1
-                if thinking:
-                    names = ", ".join(call.name for _, call in missing)
-                    block = thinking_block(f"Step {s + 1} of the plan still needs: {names}.")
-                    blocks.append(block)
-                    size += len(block["thinking"]) + len(block["signature"]) + 50
-                if step.text is not None and text_len is not None:
-                    blocks.append({"type": "text", "text": step.text})
-                    size += text_len + 1
-                for c, call in missing:
-                    block_id = f"toolu_s{s}c{c}a{next_attempt.get((s, c), 0)}"
-                    blocks.append(_tool_use(block_id, call))
-                    size += self._use_len[(s, c)] + len(block_id) + 1
-                return _message(
-                    blocks,
-                    model,
-                    "tool_use",
-                    f"msg_{len(messages):04d}s{s}a{max(next_attempt.values(), default=0)}",
-                    max(1, size // 4),
-                )
+        for s, missing in self._missing(latest, won, succeeded):
+            step = self.plan.steps[s]
+            blocks: list[dict[str, Any]] = []
+            text_len = self._text_len[s]
+            # The canonical JSON of the block list: brackets, commas, the blocks.
+            size = 1
+            if thinking:
+                names = ", ".join(call.name for _, call in missing)
+                block = thinking_block(f"Step {s + 1} of the plan still needs: {names}.")
+                blocks.append(block)
+                size += len(block["thinking"]) + len(block["signature"]) + 50
+            if step.text is not None and text_len is not None:
+                blocks.append({"type": "text", "text": step.text})
+                size += text_len + 1
+            for c, call in missing:
+                block_id = f"toolu_s{s}c{c}a{next_attempt.get((s, c), 0)}"
+                blocks.append(_tool_use(block_id, call))
+                size += self._use_len[(s, c)] + len(block_id) + 1
+            return _message(
+                blocks,
+                model,
+                "tool_use",
+                f"msg_{len(messages):04d}s{s}a{max(next_attempt.values(), default=0)}",
+                max(1, size // 4),
+            )
         final: list[dict[str, Any]] = [{"type": "text", "text": self.plan.final_answer}]
         if thinking:
             final.insert(0, thinking_block("Every step of the plan has succeeded."))
@@ -392,6 +459,8 @@ class PlanModel:
 
 
 _ID_CACHE_SIZE = 4096
+_NO_CALL = (-1, -1)
+_NO_USE: tuple[int, tuple[int, int]] = (-1, _NO_CALL)
 
 # Signatures of the thinking blocks scripted models write: a keyed digest of the text, so
 # the fake API can tell a block carried back unchanged from an edited one, as the API does.

@@ -242,3 +242,116 @@ def test_the_canned_model_says_when_it_runs_out() -> None:
 def test_both_models_satisfy_the_protocol() -> None:
     assert isinstance(PlanModel(PLAN), ScriptedModel)
     assert isinstance(CannedModel([]), ScriptedModel)
+
+
+# -- progress across a compacted history ---------------------------------------------------
+
+
+def _class_counting_reply(plan: Plan, messages: list[dict[str, Any]]) -> tuple[str, Any]:
+    """What the model asks for, by the plain rule: successes counted per class of identical
+    calls over the whole history, consumed in plan order (``("final", None)`` when done)."""
+
+    def key(name: str, tool_input: Any) -> str:
+        return json.dumps([name, tool_input], sort_keys=True)
+
+    uses = {
+        b["id"]: key(b["name"], b["input"])
+        for m in messages
+        if m["role"] == "assistant" and isinstance(m["content"], list)
+        for b in m["content"]
+        if b["type"] == "tool_use"
+    }
+    wins: dict[str, int] = {}
+    for m in messages:
+        if m["role"] == "user" and isinstance(m["content"], list):
+            for b in m["content"]:
+                if b["type"] == "tool_result" and not b.get("is_error"):
+                    k = uses[b["tool_use_id"]]
+                    wins[k] = wins.get(k, 0) + 1
+    for s, step in enumerate(plan.steps):
+        missing = []
+        for c, call in enumerate(step.calls):
+            k = key(call.name, dict(call.input))
+            if wins.get(k, 0) > 0:
+                wins[k] -= 1
+            else:
+                missing.append(c)
+        if missing:
+            return "step", (s, missing)
+    return "final", None
+
+
+def _asked(reply: dict[str, Any]) -> tuple[str, Any]:
+    uses = [b["id"] for b in reply["content"] if b["type"] == "tool_use"]
+    if not uses:
+        return "final", None
+    parsed = [
+        tuple(int(x) for x in u[len("toolu_s") :].replace("c", " ").replace("a", " ").split())
+        for u in uses
+    ]
+    return "step", (parsed[0][0], [c for _, c, _ in parsed])
+
+
+def _compacted(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The history as an agent that compacts keeps it: the first message with a summary,
+    then only the last exchange (the last assistant turn and the results answering it)."""
+    last = max(i for i, m in enumerate(messages) if m["role"] == "assistant")
+    summary = {"role": "user", "content": f"go (earlier turns compacted: {last - 1} messages)"}
+    return [summary, *messages[last:]]
+
+
+@given(
+    plan=plans,
+    errors=st.lists(st.booleans(), min_size=1, max_size=40),
+)
+def test_a_history_compacted_to_its_last_exchange_gets_the_reply_the_whole_one_gets(
+    plan: Plan, errors: list[bool]
+) -> None:
+    # Along a run with results that fail at random, at every request: the reply to the
+    # whole history is the one the plain class-counting rule gives, and the reply to the
+    # history compacted down to its last exchange asks for the very same calls.
+    model, fresh = PlanModel(plan), PlanModel(plan)
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    draws = iter(errors)  # then no more errors
+    for _ in range(len(errors) + len(plan.steps) + 2):
+        reply = ask(model, messages)
+        assert _asked(reply) == _class_counting_reply(plan, messages)
+        if len(messages) > 1:
+            assert _asked(ask(fresh, _compacted(messages))) == _asked(reply)
+        if reply["stop_reason"] == "end_turn":
+            return
+        failing = frozenset(
+            b["name"] for b in reply["content"] if b["type"] == "tool_use" and next(draws, False)
+        )
+        messages.extend(answer(reply, failing))
+    raise AssertionError("plan did not finish")
+
+
+def test_a_compacted_history_goes_on_with_the_next_step_not_the_first() -> None:
+    model = PlanModel(PLAN)
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    messages.extend(answer(ask(model, messages)))  # step 1: read a, read b
+    compacted = [{"role": "user", "content": "go (read a and b already)"}, *messages[1:]]
+    reply = ask(PlanModel(PLAN), compacted)
+    assert [b["name"] for b in reply["content"] if b["type"] == "tool_use"] == ["send"]
+    # Compacted in the middle of a step: "read b" failed and was asked again alone; the
+    # first turn (with "read a"'s success) is gone, and "read a" is not asked again.
+    model = PlanModel(PLAN)
+    messages = [{"role": "user", "content": "go"}]
+    messages.extend(answer(ask(model, messages)))
+    messages[-1]["content"][1].update(is_error=True, content="failed")
+    messages.extend(answer(ask(model, messages)))
+    retry = messages[-2]["content"]
+    assert [b["input"] for b in retry if b["type"] == "tool_use"] == [{"path": "b"}]
+    reply = ask(PlanModel(PLAN), [{"role": "user", "content": "go (summary)"}, *messages[-2:]])
+    assert [b["name"] for b in reply["content"] if b["type"] == "tool_use"] == ["send"]
+
+
+def test_a_history_without_any_turn_of_the_model_starts_the_plan_over() -> None:
+    # Nothing shows where the plan is: the whole plan is asked for, as a model reading
+    # only a bare goal would.
+    reply = ask(PlanModel(PLAN), [{"role": "user", "content": "go (everything compacted)"}])
+    assert [b["input"] for b in reply["content"] if b["type"] == "tool_use"] == [
+        {"path": "a"},
+        {"path": "b"},
+    ]

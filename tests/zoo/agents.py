@@ -14,6 +14,8 @@ design                      the twin's bug                     caught by
 ``forgets_completion``      resets the iteration on resume     ``iteration_monotone``
 ``own_state``               asks the model again for a reply   ``recorded_work_not_redone``
                             its checkpoint holds
+``compacts``                keeps the last 3 messages, which   ``crash_free_run`` (its
+                            cuts a tool_use from its result    requests are invalid)
 ==========================  =================================  ===========================
 """
 
@@ -72,6 +74,29 @@ def unwrap(cp: Checkpoint) -> list[dict[str, Any]]:
     """Where an ``OwnState`` agent keeps the history: what ``fuzz(history=...)`` is told."""
     turns = cp.artifacts.get("session", {}).get("turns", [])
     return [{"role": t["who"], "content": t["said"]} for t in turns]
+
+
+class Compacts(Loop):
+    """Compacts its history as it grows: past ``limit`` messages, everything but the last
+    ``keep`` is replaced by a summary folded into the first user message (context
+    management of long agents). The ledger of actions is in ``checkpoint.actions``."""
+
+    limit = 6
+    #: The last exchange: the assistant turn and the results answering it.
+    keep = 2
+
+    def save(self) -> None:
+        last = self.history[-1] if self.history else None
+        if (
+            len(self.history) > self.limit
+            and last is not None
+            and last["role"] == "user"
+            and not isinstance(last["content"], str)
+        ):
+            dropped = len(self.history) - self.keep
+            summary = {"role": "user", "content": f"{self.goal}\n\n(Earlier turns compacted: {dropped} messages.)"}
+            self.history = [summary, *self.history[-self.keep :]]
+        super().save()
 
 
 class Gathers(Loop):
@@ -145,6 +170,7 @@ SOUND = {
     "stops_on_store_failure": agent(StopsOnStoreFailure),
     "forgets_completion": agent(ForgetsCompletion),
     "own_state": agent(OwnState),
+    "compacts": agent(Compacts),
     "gather": gather_agent,
 }
 
@@ -154,5 +180,6 @@ TWINS = {
     "stops_on_store_failure": agent(StopsOnStoreFailure, rerun_unkeyed_intent=True),
     "forgets_completion": agent(ForgetsCompletion, iteration_resets=True),
     "own_state": agent(OwnState, reask_stored_reply=True),
+    "compacts": agent(Compacts, keep=3),
     "gather": gather_no_intent,
 }

@@ -37,6 +37,7 @@ GLUE: dict[str, dict[str, Any]] = {
     "stops_on_store_failure": {},
     "forgets_completion": {"ignore_oracles": ["completed_idempotent"]},
     "own_state": {"history": unwrap},
+    "compacts": {},
 }
 
 #: The oracle that catches each twin, and whether its bug needs a fault to show.
@@ -47,6 +48,7 @@ CAUGHT_BY: dict[str, tuple[str, bool]] = {
     "stops_on_store_failure": ("no_duplicate_effect", True),
     "forgets_completion": ("iteration_monotone", True),
     "own_state": ("recorded_work_not_redone", True),
+    "compacts": ("crash_free_run", False),  # and valid_sequence: it fails with no fault
 }
 
 
