@@ -226,6 +226,13 @@ class SQLiteStore:
     # -- connections -------------------------------------------------------------------
 
     def _unavailable(self, reason: str) -> StoreUnavailableError:
+        if "file is not a database" in reason:
+            # Another kind of file at the path, or one damaged past SQLite's header.
+            return StoreUnavailableError(
+                f"SQLite store {self.url!r} is unavailable: the file is not a SQLite "
+                "database, or its header is damaged. Check the path in the store URL; the "
+                "file was not changed"
+            )
         return StoreUnavailableError(
             f"SQLite store {self.url!r} is unavailable: {reason}. Check that the path is a "
             "writable file on a local disk (not a network share) and that no other process "
