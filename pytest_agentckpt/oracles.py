@@ -297,8 +297,13 @@ def no_duplicate_effect(
                     "no_duplicate_effect",
                     f"effect {tool}({_short(json.loads(raw_input))}) happened {n} times, but the "
                     f"model asked for it {asked} time(s) (crash-free run: {expected}): the agent "
-                    "repeated an action the model asked for once. Record the intent durably "
-                    "before an irreversible call and settle it on resume instead of re-running it.",
+                    "repeated an action the model asked for once. "
+                    + (
+                        _key_advice(done)
+                        if flags is not None and flags.idempotent
+                        else "Record the intent durably before an irreversible call and settle "
+                        "it on resume instead of re-running it."
+                    ),
                     marks,
                 )
             )
@@ -314,7 +319,7 @@ def no_duplicate_effect(
                     f"effect {tool}({_short(json.loads(raw_input))}) happened {n} times; the "
                     f"crash-free run did it {expected} time(s). "
                     + (
-                        "The tool honours idempotency keys: resume must pass the same key."
+                        _key_advice(done)
                         if flags is not None and flags.idempotent
                         else "The repeat is not explained by the end of an attempt between the "
                         "effect and a durable record of it."
@@ -325,6 +330,26 @@ def no_duplicate_effect(
         elif completed and n < expected:
             violations.append(_lost(tool, raw_input, done, n, expected, timeline))
     return violations, unsafe
+
+
+def _key_advice(done: list[Event]) -> str:
+    """What to do about repeats of a tool that drops a repeat of the same key."""
+    keys = [e.data.get("key") for e in done]
+    if None in keys:
+        return (
+            "The tool honours idempotency keys, but a call came without one: pass a key on "
+            "every call, derived from the task and the tool_use id."
+        )
+    shown = ", ".join(repr(k) for k in dict.fromkeys(keys))
+    return (
+        f"The tool honours idempotency keys, but the calls came with different keys "
+        f"({_cut(shown)}): derive the key from what a resume sees again (the task id and "
+        "the tool_use id), never from the attempt (a random or time-based key)."
+    )
+
+
+def _cut(text: str, limit: int = 160) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _lost(tool: str, raw_input: str, done: list[Event], n: int, expected: int, timeline: Timeline) -> Violation:

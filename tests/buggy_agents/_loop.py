@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +37,7 @@ class Bugs:
     checkpoint_after_result: bool = False
     delete_on_success: bool = False
     answer_changes_on_resume: bool = False
+    key_per_attempt: bool = False
 
 
 def _key(task_id: str, tool_use_id: str) -> str:
@@ -158,6 +160,8 @@ class _Agent:
         for use in uses:
             spec = self.tools.spec(use["name"])
             key = _key(self.task_id, use["id"])
+            if self.bugs.key_per_attempt:
+                key = "k-" + uuid.uuid4().hex[:16]  # BUG: a resume re-runs it under a new key
             if spec.irreversible and not self.bugs.checkpoint_after_result:
                 record = self.cp.action(use["id"])
                 if record is not None and record.state == "done" and record.result is not None:

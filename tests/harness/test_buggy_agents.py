@@ -26,7 +26,11 @@ CASES = [
     ("checkpoint_after_result", {"no_duplicate_effect"}),
     ("delete_on_success", {"completed_idempotent"}),
     ("answer_changes_on_resume", {"same_answer"}),
+    ("key_per_attempt", {"no_duplicate_effect"}),
 ]
+
+#: What the report of a case says of its cause, where the oracle alone does not.
+SAYS = {"key_per_attempt": "the calls came with different keys"}
 
 
 def _agent(name: str) -> Callable[..., Any]:
@@ -44,6 +48,7 @@ def test_known_buggy_agent_is_caught_by_the_oracle_its_bug_breaks(name: str, ora
     report = str(failure)
     assert "failed" in report.splitlines()[0] and failure.oracle in report.splitlines()[0]
     assert "fault plan:" in report and "timeline:" in report and "reproduce: fuzz(..., seed=" in report
+    assert SAYS.get(name, "") in report
 
 
 def test_the_failure_shrinks_to_one_crash_and_a_one_step_plan() -> None:
@@ -54,3 +59,4 @@ def test_the_failure_shrinks_to_one_crash_and_a_one_step_plan() -> None:
     assert failure.fault_plan.size == 1
     assert len(failure.plan.steps) == 1
     assert "DUPLICATE" in str(failure)
+
