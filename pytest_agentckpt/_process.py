@@ -38,6 +38,7 @@ from .faults import (
     FaultyStore,
     InstrumentedToolbox,
     PlanInfeasible,
+    is_generation,
 )
 from .timeline import Event, Timeline
 
@@ -229,7 +230,8 @@ class ProcessExecutor:
         from reference_agent.offline import FakeMessagesAPI
         from reference_agent.scripted import PlanModel
 
-        from ._scenario import _Outcome
+        from ._scenario import _Outcome, request_budget
+        from .oracles import canonical
 
         number = next(self._ids)
         task_id = f"fuzz-{self._prefix}-{number}"
@@ -246,12 +248,31 @@ class ProcessExecutor:
         api = FakeMessagesAPI(PlanModel(plan), validate=True)
         current: dict[str, Any] = {}
 
-        def kill(crash: Crash) -> None:
+        def kill(crash: Crash | None = None) -> None:
             process = current.get("process")
             if process is not None and process.pid:
                 os.kill(process.pid, signal.SIGKILL)
 
         injector.on_crash = kill
+        # The runaway budget of the in-process harness: counted here, where the fake API
+        # serves the child; past it the child is killed and the attempt ends as a runaway.
+        cached = self._baselines.get(canonical(plan.to_dict()))
+        requests = [0, request_budget(plan, faults, None if cached is None else cached[0].requests)]
+        runaway: list[str] = []
+
+        def guard(event: str, index: int, body: Any) -> None:
+            if event == "request" and is_generation(body):
+                requests[0] += 1
+                if requests[0] > requests[1]:
+                    detail = (
+                        f"{requests[0]} model requests, more than the {requests[1]} this scenario may "
+                        "make (a multiple of its crash-free run's)"
+                    )
+                    runaway[:] = runaway or [detail]
+                    kill()
+                    raise _Stopped(detail)  # the connection is dropped; the child is dead
+
+        api.add_hook(guard)
         api.add_hook(injector.model_hook)
         injector.api_sink = lambda kind: api.fail_next(kind)  # type: ignore[arg-type]
         child = _ChildRecord()
@@ -293,6 +314,8 @@ class ProcessExecutor:
                     new, child.events = child.events, []
                     timeline.merge(new)
                     code = process.exitcode
+                    if runaway:
+                        return "runaway", runaway[0]
                     if code == -signal.SIGKILL:
                         crash_seen = injector.crashes + sum(1 for e in new if e.kind == "crash")
                         timeline.add("attempt_end", outcome="crash", detail="SIGKILL")
@@ -309,6 +332,10 @@ class ProcessExecutor:
                     if kind == "crash":
                         quiet_errors = 0
                         continue
+                    if kind == "runaway":
+                        timeline.add("attempt_end", outcome="runaway", detail=value)
+                        outcome.error = outcome.runaway = value
+                        break
                     if kind == "infeasible":
                         outcome.infeasible = outcome.error = str(value)
                         break
@@ -328,9 +355,15 @@ class ProcessExecutor:
                 if outcome.completed and rerun:
                     injector.disarm()
                     outcome.rerun_from = len(timeline)
+                    # Its own budget: an agent that forgot the completion may do it all again.
+                    requests[:] = [0, requests[0] + 8]
+                    runaway.clear()
                     kind, value = attempt(FaultPlan(), False, "the completed task, run again")
                     outcome.rerun_answer = value if kind == "answer" else None
-                    timeline.add("attempt_end", outcome=kind, detail=str(value))
+                    if kind == "answer":
+                        timeline.add("attempt_end", outcome="answer", detail=str(value))
+                    elif kind == "runaway":
+                        timeline.add("attempt_end", outcome="error", detail=f"_Runaway: {value}")
         finally:
             self.store.delete(task_id)
         hits = Counter(injector.hits)
@@ -345,6 +378,11 @@ class ProcessExecutor:
         except Exception:
             return False
         return checkpoint is not None and checkpoint.status == "running"
+
+
+class _Stopped(Exception):
+    """Raised by the runaway guard in the fake API's server thread (which drops the
+    connection of the request): the child is already dead."""
 
 
 def fuzz_process(

@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis.database import InMemoryExampleDatabase
 
-from pytest_agentckpt import FaultPlan, OracleFailure, fuzz
+from pytest_agentckpt import FaultPlan, OracleFailure, _process, fuzz
 from pytest_agentckpt._process import ProcessExecutor
 from pytest_agentckpt.faults import CrashAt, StoreFault
 from reference_agent.scripted import Plan, Step, ToolCall
 
 REFERENCE = "tests.harness.process_agents:reference"
 BUGGY = "tests.harness.process_agents:buggy"
+RUNAWAY = "tests.harness.process_agents:runaway"
 TOOLS = "tests.harness.toolkit:toolbox"
 PLAN = Plan(
     (Step((ToolCall("search", {"query": "crash"}), ToolCall("send_email", {"to": "ann"}))), Step((ToolCall("write_record", {"key": "a"}),))),
@@ -97,3 +99,50 @@ def test_process_mode_resumes_the_reference_agent_from_every_backend(any_checkpo
         unsafe_tools="ignore", database=InMemoryExampleDatabase(),
     )
     assert report.stats.crashes > 0 and report.stats.resumes > 0 and report.stats.violations == {}
+
+
+# -- what memory mode does, process mode does ----------------------------------------------
+ONE_STEP = Plan((Step((ToolCall("write_record", {"key": "a"}),)),), "all done")
+
+
+def test_a_runaway_after_a_resume_is_stopped_by_the_request_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Without the budget the looping child would run until the attempt timeout, be taken
+    # for a crash and resumed into the same loop, again and again.
+    monkeypatch.setattr(_process, "ATTEMPT_TIMEOUT", 30.0)
+    crash = FaultPlan((CrashAt("after_tool_effect", 1),))
+    outcomes = {}
+    for name in ("runaway_after_resume", "reference"):
+        ex = ProcessExecutor(
+            f"tests.harness.process_agents:{name}", TOOLS, store=f"sqlite:///{tmp_path / (name + '.db')}",
+            budget=None, max_resumes=None, goal="g",
+        )
+        try:
+            ex.baseline(ONE_STEP)  # the budget is relative to the crash-free run's requests
+            start = time.monotonic()
+            outcomes[name] = ex.execute(ONE_STEP, crash), time.monotonic() - start
+        finally:
+            ex.close()
+    runaway, elapsed = outcomes["runaway_after_resume"]
+    assert [e.data["outcome"] for e in runaway.timeline.of("attempt_end")] == ["crash", "runaway"]
+    # 2 requests crash-free, one crash: 2 * 2 * (1 + 1) + 8 = 16, as in memory mode.
+    assert runaway.runaway is not None and "17 model requests, more than the 16 this scenario may make" in runaway.runaway
+    assert not runaway.completed and elapsed < 30.0  # ended by the budget, not the timeout
+    sound, _ = outcomes["reference"]
+    assert sound.runaway is None and sound.completed
+
+
+def test_a_runaway_agent_is_reported_once_with_its_plan_as_in_memory_mode() -> None:
+    heads = {}
+    for mode in ("memory", "process"):
+        with pytest.raises(OracleFailure) as caught:
+            fuzz(
+                RUNAWAY, TOOLS, mode=mode, plans=[Plan((), "done")], max_examples=1, seed=1,  # type: ignore[arg-type]
+                database=InMemoryExampleDatabase(), unsafe_tools="ignore",
+            )
+        failure = caught.value
+        assert failure.oracle == "runaway" and failure.oracles == ["runaway"]
+        report = str(failure)
+        assert report.count("harness check runaway failed") == 1 and "plan:" in report
+        heads[mode] = report.splitlines()[:2]
+    assert heads["process"] == heads["memory"]
+    assert "more than the 12 this scenario may make" in heads["process"][1]
