@@ -9,6 +9,7 @@ import reference_agent
 from stores import CheckpointStore
 
 from ..buggy_agents import checkpoint_after_result
+from ..zoo.agents import SOUND, TWINS
 
 #: The reference agent, with no backoff between its own save retries.
 reference = functools.partial(reference_agent.run, retry_backoff=0.0)
@@ -48,3 +49,10 @@ def runaway(task_id: str, goal: str, *, client: Any, store: CheckpointStore, too
     while True:
         client.messages.create(model="m", max_tokens=64, messages=[{"role": "user", "content": goal}])
 
+
+#: The zoo's agent that keeps its history in its own format (``history=unwrap``), its twin
+#: (re-asks the model for a reply its checkpoint holds), and the agent that deletes its
+#: checkpoint on success (``ignore_oracles=["completed_idempotent"]``).
+own_state = SOUND["own_state"]
+own_state_twin = TWINS["own_state"]
+forgets_completion = SOUND["forgets_completion"]
