@@ -36,8 +36,10 @@ from .faults import (
     FaultInjector,
     FaultPlan,
     FaultyStore,
+    HistoryLocator,
     InstrumentedToolbox,
     PlanInfeasible,
+    is_generation,
 )
 from .timeline import Event, Timeline
 
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
 
     from reference_agent.scripted import Plan
+    from stores import Checkpoint
 
     from ._scenario import _Outcome
     from ._search import FuzzReport
@@ -56,6 +59,8 @@ MODEL_POINTS = frozenset({"iteration_start", "before_model_call", "after_model_c
 #: Seconds an attempt may take before the parent kills it as hung.
 ATTEMPT_TIMEOUT = 120.0
 _PRELOAD = ["anthropic", "httpx2", "stores", "reference_agent.world", "pytest_agentckpt.faults"]
+#: The key under which the child sends a saved checkpoint whole, for ``fuzz(history=...)``.
+_RAW_CHECKPOINT = "__agentckpt_checkpoint__"
 
 
 # -- the child ----------------------------------------------------------------------------
@@ -92,6 +97,15 @@ class _ChildInjector(FaultInjector):
         super().store_operation(operation)
 
 
+class _WholeCheckpointStore(FaultyStore):
+    """Sends every saved checkpoint whole in its ``store_save`` event: the parent finds the
+    message history in it with ``fuzz(history=...)``, where the oracles run (the function
+    need not be importable in the child)."""
+
+    def _history(self, saved: Checkpoint) -> list[Any] | None:
+        return [{_RAW_CHECKPOINT: saved.model_dump(mode="json")}]
+
+
 def _die(crash: Crash) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
@@ -115,7 +129,8 @@ def _child_main(spec: dict[str, Any]) -> None:
     injector.on_crash = _die
     run = _import_object(spec["run"], "run")
     tools = InstrumentedToolbox(_load_tools(spec["tools"]), World(spec["world"]), injector)
-    store = FaultyStore(open_store(spec["store"]), injector)
+    store_class = _WholeCheckpointStore if spec["whole_checkpoints"] else FaultyStore
+    store = store_class(open_store(spec["store"]), injector)
     client = anthropic.Anthropic(api_key=FAKE_API_KEY, base_url=spec["base_url"])
     try:
         with instant_retries(0.0):
@@ -185,6 +200,8 @@ class ProcessExecutor:
         budget: int | None,
         max_resumes: int | None,
         goal: str,
+        ignore_oracles: frozenset[str] = frozenset(),
+        history: HistoryLocator | None = None,
     ) -> None:
         from stores import open_store
 
@@ -200,8 +217,9 @@ class ProcessExecutor:
         self.tools = _load_tools(tools)
         self.flags = _tool_flags(self.tools)
         self.budget, self.max_resumes, self.goal = budget, max_resumes, goal
-        # fuzz refuses ignore_oracles in process mode; _evaluate reads it from any executor.
-        self.ignore_oracles: frozenset[str] = frozenset()
+        # Read by _evaluate (ignore_oracles) and by the report's replay line (both).
+        self.ignore_oracles = ignore_oracles
+        self.history = history
         self._dir = Path(tempfile.mkdtemp(prefix="agentckpt-process-"))
         if store is not None and (not isinstance(store, str) or store.startswith("memory:")):
             raise ValueError(
@@ -215,6 +233,9 @@ class ProcessExecutor:
         self._prefix = hashlib.sha1(os.urandom(8)).hexdigest()[:8]
         self._context = _context(run.partition(":")[0], tools.partition(":")[0])
         self._baselines: dict[str, tuple[Baseline, _Outcome]] = {}
+        # The history= function applied as the in-process harness applies it (errors and
+        # None: "not found in this checkpoint"), to the checkpoints the child sent back.
+        self._locator = None if history is None else FaultyStore(self.store, FaultInjector(), history=history)
 
     def close(self) -> None:
         self.store.close()
@@ -229,7 +250,8 @@ class ProcessExecutor:
         from reference_agent.offline import FakeMessagesAPI
         from reference_agent.scripted import PlanModel
 
-        from ._scenario import _Outcome
+        from ._scenario import _Outcome, request_budget
+        from .oracles import canonical
 
         number = next(self._ids)
         task_id = f"fuzz-{self._prefix}-{number}"
@@ -246,12 +268,31 @@ class ProcessExecutor:
         api = FakeMessagesAPI(PlanModel(plan), validate=True)
         current: dict[str, Any] = {}
 
-        def kill(crash: Crash) -> None:
+        def kill(crash: Crash | None = None) -> None:
             process = current.get("process")
             if process is not None and process.pid:
                 os.kill(process.pid, signal.SIGKILL)
 
         injector.on_crash = kill
+        # The runaway budget of the in-process harness: counted here, where the fake API
+        # serves the child; past it the child is killed and the attempt ends as a runaway.
+        cached = self._baselines.get(canonical(plan.to_dict()))
+        requests = [0, request_budget(plan, faults, None if cached is None else cached[0].requests)]
+        runaway: list[str] = []
+
+        def guard(event: str, index: int, body: Any) -> None:
+            if event == "request" and is_generation(body):
+                requests[0] += 1
+                if requests[0] > requests[1]:
+                    detail = (
+                        f"{requests[0]} model requests, more than the {requests[1]} this scenario may "
+                        "make (a multiple of its crash-free run's)"
+                    )
+                    runaway[:] = runaway or [detail]
+                    kill()
+                    raise _Stopped(detail)  # the connection is dropped; the child is dead
+
+        api.add_hook(guard)
         api.add_hook(injector.model_hook)
         injector.api_sink = lambda kind: api.fail_next(kind)  # type: ignore[arg-type]
         child = _ChildRecord()
@@ -279,6 +320,7 @@ class ProcessExecutor:
                         "hits": dict(child.hits),
                         "store_ops": dict(child.ops),
                         "strict": strict,
+                        "whole_checkpoints": self.history is not None,
                     }
                     child.result = None
                     process = self._context.Process(target=_child_main, args=(spec,), daemon=True)
@@ -291,8 +333,11 @@ class ProcessExecutor:
                     current.pop("process", None)
                     _read_child(events, child, timeline.attempt)
                     new, child.events = child.events, []
+                    self._locate_history(new)
                     timeline.merge(new)
                     code = process.exitcode
+                    if runaway:
+                        return "runaway", runaway[0]
                     if code == -signal.SIGKILL:
                         crash_seen = injector.crashes + sum(1 for e in new if e.kind == "crash")
                         timeline.add("attempt_end", outcome="crash", detail="SIGKILL")
@@ -309,6 +354,10 @@ class ProcessExecutor:
                     if kind == "crash":
                         quiet_errors = 0
                         continue
+                    if kind == "runaway":
+                        timeline.add("attempt_end", outcome="runaway", detail=value)
+                        outcome.error = outcome.runaway = value
+                        break
                     if kind == "infeasible":
                         outcome.infeasible = outcome.error = str(value)
                         break
@@ -328,9 +377,15 @@ class ProcessExecutor:
                 if outcome.completed and rerun:
                     injector.disarm()
                     outcome.rerun_from = len(timeline)
+                    # Its own budget: an agent that forgot the completion may do it all again.
+                    requests[:] = [0, requests[0] + 8]
+                    runaway.clear()
                     kind, value = attempt(FaultPlan(), False, "the completed task, run again")
                     outcome.rerun_answer = value if kind == "answer" else None
-                    timeline.add("attempt_end", outcome=kind, detail=str(value))
+                    if kind == "answer":
+                        timeline.add("attempt_end", outcome="answer", detail=str(value))
+                    elif kind == "runaway":
+                        timeline.add("attempt_end", outcome="error", detail=f"_Runaway: {value}")
         finally:
             self.store.delete(task_id)
         hits = Counter(injector.hits)
@@ -339,12 +394,31 @@ class ProcessExecutor:
         outcome.crashes = len(timeline.of("crash"))
         return outcome
 
+    def _locate_history(self, events: list[Event]) -> None:
+        """The history of each checkpoint the child sent whole, found by ``history=``."""
+        if self._locator is None:
+            return
+        from stores import Checkpoint
+
+        for event in events:
+            sent = event.data.get("messages") if event.kind == "store_save" else None
+            if not (isinstance(sent, list) and len(sent) == 1 and isinstance(sent[0], dict)):
+                continue
+            raw = sent[0].get(_RAW_CHECKPOINT)
+            if raw is not None:
+                event.data["messages"] = self._locator._history(Checkpoint.model_validate(raw))
+
     def _still_running(self, task_id: str) -> bool:
         try:
             checkpoint = self.store.load(task_id)
         except Exception:
             return False
         return checkpoint is not None and checkpoint.status == "running"
+
+
+class _Stopped(Exception):
+    """Raised by the runaway guard in the fake API's server thread (which drops the
+    connection of the request): the child is already dead."""
 
 
 def fuzz_process(
@@ -364,6 +438,9 @@ def fuzz_process(
     deadline: Any = None,
     unsafe_tools: str = "warn",
     database: Any = None,
+    ignore_oracles: frozenset[str] = frozenset(),
+    history: HistoryLocator | None = None,
+    systematic: bool = False,
 ) -> FuzzReport:
     """``fuzz(mode="process")``: the same search and oracles, one child process per attempt.
 
@@ -373,7 +450,10 @@ def fuzz_process(
     from ._scenario import _import_object
     from ._search import _fuzz_with
 
-    executor = ProcessExecutor(run, tools, store=store, budget=budget, max_resumes=None, goal=goal)
+    executor = ProcessExecutor(
+        run, tools, store=store, budget=budget, max_resumes=None, goal=goal,
+        ignore_oracles=ignore_oracles, history=history,
+    )
     try:
         return _fuzz_with(
             executor,  # type: ignore[arg-type]
@@ -391,6 +471,7 @@ def fuzz_process(
             unsafe_tools=unsafe_tools,
             database=database,
             shrink=False,
+            systematic=systematic,
         )
     finally:
         executor.close()

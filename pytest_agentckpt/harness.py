@@ -26,6 +26,7 @@ from ._scenario import (
     Mode,
     _check_tools,
     _Executor,
+    _import_object,
     _is_async,
     _load_tools,
     _open_store_source,
@@ -95,7 +96,7 @@ def fuzz(
     client: ClientPath = "sdk",
     database: ExampleDatabase | None = None,
     ignore_oracles: Sequence[str] = (),
-    history: HistoryLocator | None = None,
+    history: HistoryLocator | str | None = None,
     systematic: bool = False,
 ) -> FuzzReport:
     """Fuzz ``run`` with crashes and resumes; raise :class:`OracleFailure` on a violation.
@@ -117,12 +118,14 @@ def fuzz(
     :data:`~pytest_agentckpt.oracles.ORACLES`), for an agent that breaks one on purpose —
     say, one that deletes its checkpoint on success — so the others can still be tested.
     ``history``: where the agent's checkpoints keep the message history, for an agent with
-    its own state format: ``history=lambda cp: cp.artifacts["session"]["messages"]``
-    (default ``checkpoint.messages``); an oracle that cannot find it is reported not
-    checkable, never passed. ``systematic=True``: instead of drawing fault plans, crash
-    each plan drawn (``max_examples`` plans) once at every single fault point its
-    crash-free run passes, one point at a time; ``max_crashes`` and ``fault_kinds`` do not
-    apply, and :meth:`FuzzReport.describe` says how many points were checked.
+    its own state format: ``history=lambda cp: cp.artifacts["session"]["messages"]`` or a
+    ``"module:attr"`` naming such a function (default ``checkpoint.messages``); an oracle
+    that cannot find it is reported not checkable, never passed. In process mode it runs
+    in the parent, on the checkpoints the child saved. ``systematic=True``: instead of
+    drawing fault plans, crash each plan drawn (``max_examples`` plans) once at every
+    single fault point its crash-free run passes, one point at a time; ``max_crashes`` and
+    ``fault_kinds`` do not apply, and :meth:`FuzzReport.describe` says how many points were
+    checked. Every argument works in both modes.
 
     >>> from pytest_agentckpt import fuzz
     >>> from reference_agent import run, demo_toolbox
@@ -158,16 +161,9 @@ def fuzz(
         raise ValueError(f"max_steps must be >= 0 and max_parallel >= 1, got {max_steps}, {max_parallel}")
     kinds = parse_fault_kinds(fault_kinds)
     ignored = _ignored_oracles(ignore_oracles)
-    if mode == "process" and ignored:
-        raise ValueError("ignore_oracles is not supported with mode='process'")
-    if history is not None and not callable(history):
-        raise TypeError(f"history must be a function checkpoint -> messages, not {type(history).__name__}")
-    if mode == "process" and history is not None:
-        raise ValueError("history is not supported with mode='process'")
+    locator = _resolve_history(history)
     if not isinstance(systematic, bool):
         raise ValueError(f"systematic must be True or False, not {systematic!r}")
-    if mode == "process" and systematic:
-        raise ValueError("systematic is not supported with mode='process'")
     if mode == "process":
         from ._process import fuzz_process
 
@@ -187,6 +183,9 @@ def fuzz(
             deadline=deadline,
             unsafe_tools=unsafe_tools,
             database=database,
+            ignore_oracles=ignored,
+            history=locator,
+            systematic=systematic,
         )
     agent = _resolve_run(run)
     if isinstance(tools, str):
@@ -198,7 +197,7 @@ def fuzz(
         raise ValueError("client='direct' is for sync agents; an async agent gets the SDK's async client")
     executor = _Executor(
         agent, tools, store=store, budget=budget, max_resumes=max_resumes, goal=goal, client=client,
-        ignore_oracles=ignored, history=history,
+        ignore_oracles=ignored, history=locator,
     )
     try:
         return _fuzz_with(
@@ -209,6 +208,29 @@ def fuzz(
         )
     finally:
         executor.close()
+
+
+def _resolve_history(history: HistoryLocator | str | None) -> HistoryLocator | None:
+    """``history=``: a function ``checkpoint -> messages``, or a ``"module:attr"`` naming one."""
+    if history is None:
+        return None
+    if isinstance(history, str):
+        try:
+            found = _import_object(history, "history")
+        except (ImportError, AttributeError) as exc:
+            raise ValueError(
+                f"history: cannot import {history!r} ({type(exc).__name__}: {exc}); pass a function "
+                "checkpoint -> messages, or 'module:attr' naming one"
+            ) from None
+        if not callable(found):
+            raise ValueError(f"history: {history!r} is a {type(found).__name__}, not a function checkpoint -> messages")
+        return found  # type: ignore[no-any-return]
+    if not callable(history):
+        raise ValueError(
+            "history must be a function checkpoint -> messages (history=lambda cp: cp.artifacts[...]) "
+            f"or a 'module:attr' string naming one, not {type(history).__name__}"
+        )
+    return history
 
 
 def _loop_running() -> bool:
@@ -252,7 +274,7 @@ def replay(
     budget: int | None = None,
     goal: str = "Carry out the task.",
     ignore_oracles: Sequence[str] = (),
-    history: HistoryLocator | None = None,
+    history: HistoryLocator | str | None = None,
 ) -> None:
     """Run one scenario (a plan and a fault plan) and check the oracles, as ``fuzz`` does.
 
@@ -265,7 +287,7 @@ def replay(
     _check_tools(tools)
     executor = _Executor(
         agent, tools, store=store, budget=budget, max_resumes=None, goal=goal,
-        ignore_oracles=_ignored_oracles(ignore_oracles), history=history,
+        ignore_oracles=_ignored_oracles(ignore_oracles), history=_resolve_history(history),
     )
     try:
         from .fake_api import instant_retries

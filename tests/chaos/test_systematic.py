@@ -36,11 +36,6 @@ def test_a_buggy_agent_fails_at_a_single_crash_point() -> None:
     assert caught.value.fault_plan is not None and caught.value.fault_plan.size == 1
 
 
-def test_systematic_mode_is_refused_in_process_mode() -> None:
-    with pytest.raises(ValueError, match="systematic"):
-        fuzz("tests.harness.process_agents:reference", "tests.harness.toolkit:toolbox", systematic=True, mode="process")
-
-
 def test_drawn_plans_are_each_crashed_at_every_point() -> None:
     report = fuzz(REFERENCE, safe_toolbox(), systematic=True, max_examples=3, max_steps=2, seed=2)
     assert report.plans is not None and report.plans >= 2

@@ -3,13 +3,56 @@
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import reference_agent
+from stores import CheckpointStore
 
 from ..buggy_agents import checkpoint_after_result
+from ..zoo.agents import SOUND, TWINS
 
 #: The reference agent, with no backoff between its own save retries.
 reference = functools.partial(reference_agent.run, retry_backoff=0.0)
 
 #: Checkpoints after a tool's result instead of around its effect (caught by no_duplicate_effect).
 buggy = checkpoint_after_result.run
+
+
+class _NeverAcceptsTheAnswer:
+    """A client whose ``messages.create`` asks again for as long as the model answers
+    without a tool call: the agent never gets its final answer."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.messages = self
+
+    def create(self, **params: Any) -> Any:
+        while True:
+            reply = self._client.messages.create(**params)
+            if any(block.type == "tool_use" for block in reply.content):
+                return reply
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def runaway_after_resume(task_id: str, goal: str, *, client: Any, store: CheckpointStore, tools: Any) -> str:
+    """The reference agent, but once resumed it loops on the model forever (a runaway)."""
+    before = store.load(task_id)
+    if before is not None and before.status == "running":
+        client = _NeverAcceptsTheAnswer(client)
+    return reference(task_id, goal, client=client, store=store, tools=tools)
+
+
+def runaway(task_id: str, goal: str, *, client: Any, store: CheckpointStore, tools: Any) -> str:
+    """Never accepts an answer, crash-free run included."""
+    while True:
+        client.messages.create(model="m", max_tokens=64, messages=[{"role": "user", "content": goal}])
+
+
+#: The zoo's agent that keeps its history in its own format (``history=unwrap``), its twin
+#: (re-asks the model for a reply its checkpoint holds), and the agent that deletes its
+#: checkpoint on success (``ignore_oracles=["completed_idempotent"]``).
+own_state = SOUND["own_state"]
+own_state_twin = TWINS["own_state"]
+forgets_completion = SOUND["forgets_completion"]

@@ -3,19 +3,28 @@
 from __future__ import annotations
 
 import logging
+import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis.database import InMemoryExampleDatabase
 
-from pytest_agentckpt import FaultPlan, OracleFailure, fuzz
+from pytest_agentckpt import FaultPlan, NotCheckableWarning, OracleFailure, _process, fuzz
+from pytest_agentckpt._judge import _evaluate
 from pytest_agentckpt._process import ProcessExecutor
 from pytest_agentckpt.faults import CrashAt, StoreFault
 from reference_agent.scripted import Plan, Step, ToolCall
+from tests.zoo.agents import unwrap
 
 REFERENCE = "tests.harness.process_agents:reference"
 BUGGY = "tests.harness.process_agents:buggy"
+RUNAWAY = "tests.harness.process_agents:runaway"
+OWN_STATE = "tests.harness.process_agents:own_state"
+OWN_STATE_TWIN = "tests.harness.process_agents:own_state_twin"
+FORGETS_COMPLETION = "tests.harness.process_agents:forgets_completion"
 TOOLS = "tests.harness.toolkit:toolbox"
 PLAN = Plan(
     (Step((ToolCall("search", {"query": "crash"}), ToolCall("send_email", {"to": "ann"}))), Step((ToolCall("write_record", {"key": "a"}),))),
@@ -97,3 +106,127 @@ def test_process_mode_resumes_the_reference_agent_from_every_backend(any_checkpo
         unsafe_tools="ignore", database=InMemoryExampleDatabase(),
     )
     assert report.stats.crashes > 0 and report.stats.resumes > 0 and report.stats.violations == {}
+
+
+# -- what memory mode does, process mode does: runaway budget, history=, ignore_oracles=,
+# -- systematic= --------------------------------------------------------------------------
+ONE_STEP = Plan((Step((ToolCall("write_record", {"key": "a"}),)),), "all done")
+SEARCH = Plan((Step((ToolCall("search", {"query": "crash"}),)),), "found")
+
+
+def test_a_runaway_after_a_resume_is_stopped_by_the_request_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Without the budget the looping child would run until the attempt timeout, be taken
+    # for a crash and resumed into the same loop, again and again.
+    monkeypatch.setattr(_process, "ATTEMPT_TIMEOUT", 30.0)
+    crash = FaultPlan((CrashAt("after_tool_effect", 1),))
+    outcomes = {}
+    for name in ("runaway_after_resume", "reference"):
+        ex = ProcessExecutor(
+            f"tests.harness.process_agents:{name}", TOOLS, store=f"sqlite:///{tmp_path / (name + '.db')}",
+            budget=None, max_resumes=None, goal="g",
+        )
+        try:
+            ex.baseline(ONE_STEP)  # the budget is relative to the crash-free run's requests
+            start = time.monotonic()
+            outcomes[name] = ex.execute(ONE_STEP, crash), time.monotonic() - start
+        finally:
+            ex.close()
+    runaway, elapsed = outcomes["runaway_after_resume"]
+    assert [e.data["outcome"] for e in runaway.timeline.of("attempt_end")] == ["crash", "runaway"]
+    # 2 requests crash-free, one crash: 2 * 2 * (1 + 1) + 8 = 16, as in memory mode.
+    assert runaway.runaway is not None and "17 model requests, more than the 16 this scenario may make" in runaway.runaway
+    assert not runaway.completed and elapsed < 30.0  # ended by the budget, not the timeout
+    sound, _ = outcomes["reference"]
+    assert sound.runaway is None and sound.completed
+
+
+def test_a_runaway_agent_is_reported_once_with_its_plan_as_in_memory_mode() -> None:
+    heads = {}
+    for mode in ("memory", "process"):
+        with pytest.raises(OracleFailure) as caught:
+            fuzz(
+                RUNAWAY, TOOLS, mode=mode, plans=[Plan((), "done")], max_examples=1, seed=1,  # type: ignore[arg-type]
+                database=InMemoryExampleDatabase(), unsafe_tools="ignore",
+            )
+        failure = caught.value
+        assert failure.oracle == "runaway" and failure.oracles == ["runaway"]
+        report = str(failure)
+        assert report.count("harness check runaway failed") == 1 and "plan:" in report
+        heads[mode] = report.splitlines()[:2]
+    assert heads["process"] == heads["memory"]
+    assert "more than the 12 this scenario may make" in heads["process"][1]
+
+
+def test_history_finds_an_own_state_agents_history_in_process_mode() -> None:
+    # The function runs in the parent, on the checkpoints the child saved: a lambda will do.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NotCheckableWarning)
+        report = fuzz(
+            OWN_STATE, TOOLS, mode="process", plans=[SEARCH], fault_kinds=["before_tool_effect", "after_checkpoint_write"],
+            max_examples=3, seed=1, history=lambda cp: unwrap(cp), database=InMemoryExampleDatabase(),
+            unsafe_tools="ignore",
+        )
+    assert report.examples == 3 and report.not_checkable == {}
+
+
+def test_without_history_an_own_state_agent_is_not_checkable_in_process_mode(tmp_path: Path) -> None:
+    ex = ProcessExecutor(OWN_STATE, TOOLS, store=f"sqlite:///{tmp_path / 's.db'}", budget=None, max_resumes=None, goal="g")
+    try:
+        verdict = _evaluate(ex, SEARCH, FaultPlan((CrashAt("before_tool_effect", 1),)), None)
+    finally:
+        ex.close()
+    assert verdict.violations == [] and "recorded_work_not_redone" in verdict.not_checkable
+
+
+def test_the_own_state_twin_is_caught_by_the_oracle_memory_mode_catches_it_with() -> None:
+    # history= as "module:attr" works in both modes.
+    caught_by = {}
+    for mode in ("memory", "process"):
+        with pytest.raises(OracleFailure) as caught:
+            fuzz(
+                OWN_STATE_TWIN, TOOLS, mode=mode, plans=[SEARCH], fault_kinds=["before_tool_effect"],  # type: ignore[arg-type]
+                max_examples=5, seed=1, history="tests.zoo.agents:unwrap", database=InMemoryExampleDatabase(),
+                unsafe_tools="ignore",
+            )
+        caught_by[mode] = caught.value.oracles
+    assert caught_by["process"] == caught_by["memory"] == ["recorded_work_not_redone"]
+
+
+def test_ignore_oracles_in_process_mode() -> None:
+    # Deletes its checkpoint on success: only completed_idempotent fails, and ignored, passes.
+    settings: dict[str, Any] = {
+        "mode": "process", "plans": [SEARCH], "fault_kinds": ["after_tool_effect"], "max_examples": 2, "seed": 1,
+        "database": InMemoryExampleDatabase(), "unsafe_tools": "ignore",
+    }
+    with pytest.raises(OracleFailure) as caught:
+        fuzz(FORGETS_COMPLETION, TOOLS, **settings)
+    assert caught.value.oracles == ["completed_idempotent"]
+    report = fuzz(FORGETS_COMPLETION, TOOLS, ignore_oracles=["completed_idempotent"], **settings)
+    assert report.examples == 2
+
+
+def test_systematic_in_process_mode_checks_the_points_memory_mode_does() -> None:
+    plan = Plan((), "done")
+    points = {}
+    for mode in ("memory", "process"):
+        report = fuzz(
+            REFERENCE, TOOLS, mode=mode, plans=[plan], systematic=True, max_examples=1, seed=1,  # type: ignore[arg-type]
+            database=InMemoryExampleDatabase(), unsafe_tools="ignore",
+        )
+        assert report.examples == report.single_crash_points == report.stats.crashes
+        points[mode] = report.single_crash_points
+    assert points["process"] == points["memory"] and points["process"] is not None and points["process"] >= 4
+
+
+def test_bad_history_and_ignore_oracles_are_refused_naming_the_argument() -> None:
+    for mode in ("memory", "process"):
+        with pytest.raises(ValueError, match="history must be a function checkpoint -> messages"):
+            fuzz(REFERENCE, TOOLS, mode=mode, history=42)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="history: expected 'module:attribute'"):
+            fuzz(REFERENCE, TOOLS, mode=mode, history="unwrap")  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match=r"history: cannot import 'tests\.zoo\.agents:nowhere'"):
+            fuzz(REFERENCE, TOOLS, mode=mode, history="tests.zoo.agents:nowhere")  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match=r"history: 'tests\.zoo\.agents:SOUND' is a dict"):
+            fuzz(REFERENCE, TOOLS, mode=mode, history="tests.zoo.agents:SOUND")  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="ignore_oracles: unknown"):
+            fuzz(REFERENCE, TOOLS, mode=mode, ignore_oracles=["no_such_oracle"])  # type: ignore[arg-type]
