@@ -429,6 +429,12 @@ class _Executor:
                     timeline.add("attempt_end", outcome="error", detail=f"{type(exc).__name__}: {exc}")
         finally:
             self.store.delete(task_id)
+            # The scenario's objects point at each other (the fake's hooks at the injector,
+            # the injector's sink at the fake): unhook them, so that they are freed now
+            # rather than by the garbage collector's passes.
+            api.remove_hook(guard)
+            api.remove_hook(injector.model_hook)
+            injector.api_sink = None
         outcome.hits = injector.hits
         outcome.crashes = injector.crashes
         return outcome

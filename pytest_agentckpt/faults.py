@@ -337,11 +337,13 @@ class FaultInjector:
                 return
             self.crashes += 1
             self.timeline.add("crash", point=point, occurrence=occurrence)
-            crash = Crash(point, occurrence)
-            self.dead = crash
+            # ``dead`` is never raised: the raised crash's traceback holds this frame (and
+            # so this injector), and ``dead`` holding it would make a reference cycle of
+            # every frame of the attempt, left to the garbage collector.
+            self.dead = Crash(point, occurrence)
         if self.on_crash is not None:
-            self.on_crash(crash)  # process mode: SIGKILL here
-        raise crash
+            self.on_crash(self.dead)  # process mode: SIGKILL here
+        raise Crash(point, occurrence)
 
     def check_alive(self) -> None:
         """Raise the attempt's crash again if it already crashed: a dead process does nothing."""
@@ -499,6 +501,8 @@ class FaultyStore:
         self.inner = inner
         self.injector = injector
         self.history = history or default_history
+        # The JSON of the history the last save recorded, and its copy.
+        self._last_history: tuple[bytes, list[Any]] = (b"[]", [])
 
     def load(self, task_id: str) -> Checkpoint | None:
         self.injector.store_operation("load")
@@ -550,7 +554,20 @@ class FaultyStore:
             return None
         if found is None:
             return None
-        copied: list[Any] = _from_json(_to_json(list(found), fallback=str))
+        encoded = _to_json(list(found), fallback=str)
+        # Most saves repeat the last one's history and add a message or two: when this
+        # history's JSON starts with the last one's, byte for byte, up to a message
+        # boundary, those messages are the same JSON, so their copies are reused (the
+        # events share them; nothing edits a timeline) and only the new ones are parsed.
+        last_encoded, last_copied = self._last_history
+        cut = len(last_encoded) - 1  # where the last history's closing bracket was
+        if cut > 1 and encoded[cut : cut + 1] == b"," and encoded.startswith(last_encoded[:cut]):
+            copied: list[Any] = [*last_copied, *_from_json(b"[" + encoded[cut + 1 :])]
+        elif encoded == last_encoded:
+            copied = list(last_copied)
+        else:
+            copied = _from_json(encoded)
+        self._last_history = (encoded, copied)
         return copied
 
     def delete(self, task_id: str) -> None:
@@ -716,8 +733,12 @@ class InstrumentedToolbox:
 
     # -- the reference Toolbox path: wrap each function ---------------------------------
     def _wrap_function(self, spec: ToolSpec) -> Callable[..., Any]:
+        # The wrapped functions live in this toolbox's ``_inner``: they hold the world and
+        # the injector, not this toolbox (that would be a reference cycle, each scenario's
+        # toolbox left to the garbage collector).
         function = spec.function
         injector = self._injector
+        world = self._world
 
         def split(kwargs: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
             key = kwargs.get("idempotency_key") if spec.idempotent else _current_key.get()
@@ -732,7 +753,7 @@ class InstrumentedToolbox:
                 if not spec.irreversible:
                     result = await _Guarded(function(**kwargs), injector)
                 else:
-                    result = await self._perform_async(spec, tool_input, key, lambda: function(**kwargs))
+                    result = await _perform_async(world, injector, spec, tool_input, key, lambda: function(**kwargs))
                 injector.hit("after_tool_effect")
                 return result
 
@@ -745,60 +766,22 @@ class InstrumentedToolbox:
                 result = function(**kwargs)
                 injector.hit("after_tool_effect")
                 return result
-            value = self._perform(spec, tool_input, key, lambda: function(**kwargs))
+            value = _perform(world, injector, spec, tool_input, key, lambda: function(**kwargs))
             injector.hit("after_tool_effect")
             return value
 
         return instrumented
 
     def _perform(self, spec: ToolSpec, tool_input: dict[str, Any], key: str | None, effect: Callable[[], Any]) -> Any:
-        produced: list[Any] = []
-
-        def recorded() -> str:
-            self._injector.check_alive()
-            value = effect()
-            if inspect.isawaitable(value):
-                raise _Awaitable(value)
-            produced.append(value)
-            return value if isinstance(value, str) else _as_text(value)
-
-        text = self._world.perform(
-            spec.name, tool_input, idempotency_key=key, honour_key=spec.idempotent, effect=recorded
-        )
-        self._injector.effect_performed(spec.name, tool_input, key, fresh=bool(produced))
-        return produced[0] if produced else text
+        return _perform(self._world, self._injector, spec, tool_input, key, effect)
 
     async def _perform_async(
         self, spec: ToolSpec, tool_input: dict[str, Any], key: str | None, effect: Callable[[], Any]
     ) -> Any:
-        """``_perform`` for an awaitable effect: ``World.perform`` takes only a plain
-        function, so ask it first whether the key was honoured, then await, then record."""
-        if spec.idempotent and key is not None:
-
-            def probe() -> str:
-                raise _NotRecorded
-
-            try:
-                text = self._world.perform(
-                    spec.name, tool_input, idempotency_key=key, honour_key=True, effect=probe
-                )
-            except _NotRecorded:
-                pass
-            else:
-                self._injector.effect_performed(spec.name, tool_input, key, fresh=False)
-                return text
-        self._injector.check_alive()
-        value = effect()
-        if inspect.isawaitable(value):
-            value = await _Guarded(value, self._injector)
-        return self._record_done(spec, tool_input, key, value)
+        return await _perform_async(self._world, self._injector, spec, tool_input, key, effect)
 
     def _record_done(self, spec: ToolSpec, tool_input: dict[str, Any], key: str | None, value: Any) -> Any:
-        text = value if isinstance(value, str) else _as_text(value)
-        # The effect happened whether or not the attempt died while it ran: record it.
-        self._world.perform(spec.name, tool_input, idempotency_key=key, honour_key=False, effect=lambda: text)
-        self._injector.effect_performed(spec.name, tool_input, key, fresh=True)
-        return value
+        return _record_done(self._world, self._injector, spec, tool_input, key, value)
 
     # -- any other toolbox: wrap ``call`` ------------------------------------------------
     def _call_wrapped(self, name: str, input: Mapping[str, Any], key: str | None) -> Any:
@@ -857,6 +840,69 @@ def _as_text(value: Any) -> str:
     if isinstance(content, str):
         return content
     return json.dumps(content, sort_keys=True, default=str)
+
+
+def _perform(
+    world: WorldLike,
+    injector: FaultInjector,
+    spec: ToolSpec,
+    tool_input: dict[str, Any],
+    key: str | None,
+    effect: Callable[[], Any],
+) -> Any:
+    """Run an irreversible effect through the World (which honours idempotency keys)."""
+    produced: list[Any] = []
+
+    def recorded() -> str:
+        injector.check_alive()
+        value = effect()
+        if inspect.isawaitable(value):
+            raise _Awaitable(value)
+        produced.append(value)
+        return value if isinstance(value, str) else _as_text(value)
+
+    text = world.perform(spec.name, tool_input, idempotency_key=key, honour_key=spec.idempotent, effect=recorded)
+    injector.effect_performed(spec.name, tool_input, key, fresh=bool(produced))
+    return produced[0] if produced else text
+
+
+async def _perform_async(
+    world: WorldLike,
+    injector: FaultInjector,
+    spec: ToolSpec,
+    tool_input: dict[str, Any],
+    key: str | None,
+    effect: Callable[[], Any],
+) -> Any:
+    """``_perform`` for an awaitable effect: ``World.perform`` takes only a plain
+    function, so ask it first whether the key was honoured, then await, then record."""
+    if spec.idempotent and key is not None:
+
+        def probe() -> str:
+            raise _NotRecorded
+
+        try:
+            text = world.perform(spec.name, tool_input, idempotency_key=key, honour_key=True, effect=probe)
+        except _NotRecorded:
+            pass
+        else:
+            injector.effect_performed(spec.name, tool_input, key, fresh=False)
+            return text
+    injector.check_alive()
+    value = effect()
+    if inspect.isawaitable(value):
+        value = await _Guarded(value, injector)
+    return _record_done(world, injector, spec, tool_input, key, value)
+
+
+def _record_done(
+    world: WorldLike, injector: FaultInjector, spec: ToolSpec, tool_input: dict[str, Any], key: str | None, value: Any
+) -> Any:
+    text = value if isinstance(value, str) else _as_text(value)
+    # The effect happened whether or not the attempt died while it ran: record it.
+    world.perform(spec.name, tool_input, idempotency_key=key, honour_key=False, effect=lambda: text)
+    injector.effect_performed(spec.name, tool_input, key, fresh=True)
+    return value
 
 
 def instrument_toolbox(tools: Any, world: WorldLike, injector: FaultInjector) -> InstrumentedToolbox:

@@ -345,16 +345,21 @@ def fault_plans(
     if "slow_store" in store:
         branches.append(st.builds(StoreFault, st.just("slow_store"), st.sampled_from(["save", "load"]), occurrence, span, delay))
     store_fault = st.one_of(branches) if branches else None
+    # Built once, not at each draw (the same strategies, so the same draws): building and
+    # validating them per example was a tenth of Hypothesis's share of a fuzz run.
+    crash_lists = st.lists(crash, max_size=max_crashes, unique=True) if crash is not None and max_crashes else None
+    api_lists = (
+        st.lists(api_fault, max_size=max_api_faults, unique_by=lambda f: f.request)
+        if api_fault is not None and max_api_faults
+        else None
+    )
+    store_lists = st.lists(store_fault, max_size=max_store_faults) if store_fault is not None and max_store_faults else None
 
     @st.composite
     def build(draw: st.DrawFn) -> FaultPlan:
-        crashes = draw(st.lists(crash, max_size=max_crashes, unique=True)) if crash is not None and max_crashes else []
-        api_faults = (
-            draw(st.lists(api_fault, max_size=max_api_faults, unique_by=lambda f: f.request))
-            if api_fault is not None and max_api_faults
-            else []
-        )
-        store_faults = draw(st.lists(store_fault, max_size=max_store_faults)) if store_fault is not None and max_store_faults else []
+        crashes = draw(crash_lists) if crash_lists is not None else []
+        api_faults = draw(api_lists) if api_lists is not None else []
+        store_faults = draw(store_lists) if store_lists is not None else []
         resume_load = any(f.operation == "load" and f.occurrence > 1 for f in store_faults)
         if not crashes and crash is not None and max_crashes and (resume_load or not (api_faults or store_faults)):
             # No fault at all only repeats the crash-free run, and a fault on the load of

@@ -36,7 +36,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -105,6 +105,14 @@ _TERMINAL_TEXT = ("end_turn", "stop_sequence")
 
 logger = logging.getLogger("reference_agent")
 _tracer = trace.get_tracer("reference_agent")
+
+
+def _tracing_off() -> bool:
+    """No tracer provider is set: the tracer delegates to the no-op tracer (it asks again
+    at every span, so a provider set later is used from then on)."""
+    # ``ProxyTracer._tracer`` is the delegate each of its spans goes to; any other tracer
+    # (or an API without the attribute) takes the ordinary path.
+    return isinstance(getattr(_tracer, "_tracer", None), trace.NoOpTracer)
 
 
 @dataclass(frozen=True)
@@ -306,6 +314,12 @@ class _Loop:
     def span(self, name: str, **attributes: Any) -> AbstractContextManager[trace.Span]:
         # The tracer's own context manager, not wrapped in another one: spans are made
         # around every save.
+        if _tracing_off():
+            current = trace.get_current_span()
+            if isinstance(current, trace.NonRecordingSpan):
+                # What the no-op tracer would do: make the current (non-recording) span
+                # current again, ignore the attributes and end nothing. Skip the work.
+                return nullcontext(current)
         return _tracer.start_as_current_span(
             name,
             attributes={

@@ -37,6 +37,7 @@ import hashlib
 import json
 import re
 import threading
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -286,7 +287,7 @@ class FakeMessagesAPI:
         #: The message threads the fake holds (beta ``message-threads-2026-08-12``).
         self.threads = ThreadStore()
         #: The Message Batches the fake holds.
-        self.batches = BatchStore(self._answer_batch_request)
+        self.batches = BatchStore(_weakly(self._answer_batch_request))
         self._hooks: list[Hook] = []
         self._faults: deque[_Fault] = deque()
         self._lock = threading.Lock()
@@ -978,6 +979,21 @@ class FakeMessagesAPI:
         if isinstance(model, str) and model not in ids:
             listed.append(model_info(model, None, len(listed)))
         return listed
+
+
+def _weakly(method: Callable[[dict[str, Any], str], tuple[str, dict[str, Any]]]) -> Callable[[dict[str, Any], str], tuple[str, dict[str, Any]]]:
+    """``method`` without a strong reference to its object: the fake's batch store calls
+    back into the fake, and a strong reference would make every fake a reference cycle
+    (freed only by the garbage collector's passes, not when the last user drops it)."""
+    ref = weakref.WeakMethod(method)
+
+    def call(params: dict[str, Any], custom_id: str) -> tuple[str, dict[str, Any]]:
+        bound = ref()
+        if bound is None:
+            raise RuntimeError("the FakeMessagesAPI that owns this batch store is gone: keep the fake, not only its batches")
+        return bound(params, custom_id)
+
+    return call
 
 
 def _without_cache_control(value: Any) -> Any:

@@ -206,6 +206,46 @@ def test_a_saved_snapshot_does_not_change_when_the_agent_mutates_its_messages() 
     assert store.injector.timeline.of("store_save")[0].data["messages"] == [{"role": "user", "content": []}]
 
 
+def _saved_views(store: FaultyStore) -> list[Any]:
+    return [e.data["messages"] for e in store.injector.timeline.of("store_save")]
+
+
+def test_each_save_keeps_its_own_view_when_later_saves_reuse_the_copies() -> None:
+    # Saves that extend the last one's history reuse its copies of the messages they
+    # repeat: every view must still be what that save wrote, whatever the agent does to
+    # its message objects afterwards (in place, in the prefix the saves share).
+    store = _store()
+    first = {"role": "user", "content": [{"type": "text", "text": "a"}]}
+    checkpoint = store.save(Checkpoint(task_id="t", messages=[first]))
+    checkpoint.messages.append({"role": "assistant", "content": [{"type": "text", "text": "b"}]})
+    checkpoint = store.save(checkpoint)
+    checkpoint = store.save(checkpoint)  # the same history again
+    first["content"][0]["text"] = "z"  # in place, same length: the next save must see it
+    checkpoint = store.save(checkpoint)
+    checkpoint.messages.append({"role": "user", "content": "c"})
+    store.save(checkpoint)
+    a = {"role": "user", "content": [{"type": "text", "text": "a"}]}
+    edited = {"role": "user", "content": [{"type": "text", "text": "z"}]}
+    b = {"role": "assistant", "content": [{"type": "text", "text": "b"}]}
+    c = {"role": "user", "content": "c"}
+    views = _saved_views(store)
+    assert views == [[a], [a, b], [a, b], [edited, b], [edited, b, c]]
+    first["content"].append({"type": "text", "text": "later"})  # after every save
+    assert _saved_views(store) == views
+    # No view aliases the agent's objects, nor another view's list.
+    assert all(m is not first for view in views for m in view)
+    assert len({id(view) for view in views}) == len(views)
+
+
+def test_a_number_that_grows_is_not_mistaken_for_the_same_message() -> None:
+    # JSON prefixes: "[1" is a prefix of "[12": the copy must be of 12, not of 1.
+    store = FaultyStore(open_store("memory://"), FaultInjector(), history=lambda cp: cp.metadata.get("h"))
+    checkpoint = store.save(Checkpoint(task_id="t", metadata={"h": [1]}))
+    checkpoint.metadata["h"] = [12, 3]
+    store.save(checkpoint)
+    assert _saved_views(store) == [[1], [12, 3]]
+
+
 def test_closing_the_wrapper_leaves_the_harness_store_open() -> None:
     store = _store()
     store.close()
@@ -251,3 +291,38 @@ def test_a_toolbox_of_the_contract_only_is_instrumented_at_call() -> None:
     with pytest.raises(Crash):
         tools.call("send_email", {"to": "bob"})
     assert world.count("send_email", {"to": "bob"}) == 2
+
+
+# -- what a scenario leaves behind ------------------------------------------------------------
+def test_a_scenario_leaves_no_garbage_cycles() -> None:
+    # The fake, its hooks, the injector, the instrumented toolbox and a crash's traceback
+    # are freed when a scenario ends, by reference counting: left in reference cycles,
+    # they were a tenth of a fuzz run in garbage-collector passes.
+    import functools
+    import gc
+
+    import reference_agent
+    from pytest_agentckpt.fake_api import instant_retries
+
+    ex = _Executor(
+        functools.partial(reference_agent.run, retry_backoff=0.0), toolbox(), store=None, budget=None,
+        max_resumes=None, goal="g",
+    )
+    faults = FaultPlan(
+        crashes=(CrashAt("after_tool_effect", 1), CrashAt("after_checkpoint_write", 4)),
+        api_faults=(ApiFault("overloaded", 2),),
+    )
+    try:
+        with instant_retries(0.0):
+            ex.execute(PLAN, faults)  # the SDK client and the caches are made once
+            gc.collect()
+            gc.disable()
+            try:
+                outcome = ex.execute(PLAN, faults)
+                unreachable = gc.collect()
+            finally:
+                gc.enable()
+    finally:
+        ex.close()
+    assert outcome.completed and outcome.crashes == 2
+    assert unreachable == 0

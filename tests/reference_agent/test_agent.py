@@ -445,3 +445,51 @@ def test_each_request_after_the_first_is_checked_on_its_new_messages_only(
         assert len(checks) == h.api.model_calls == 7
         assert checks[0][0] == 0
         assert all(0 < start < total for start, total in checks[1:]), checks
+
+
+# -- tracing -------------------------------------------------------------------------------
+class _RecordingTracer:
+    """A tracer of the test's own: every span it is asked for, with its attributes."""
+
+    def __init__(self) -> None:
+        self.spans: list[tuple[str, dict[str, Any]]] = []
+
+    def start_as_current_span(self, name: str, attributes: dict[str, Any] | None = None) -> Any:
+        import contextlib
+
+        from opentelemetry import trace
+
+        self.spans.append((name, dict(attributes or {})))
+        return contextlib.nullcontext(trace.INVALID_SPAN)
+
+
+def test_spans_reach_a_tracer_that_records(monkeypatch: pytest.MonkeyPatch) -> None:
+    import reference_agent.agent as agent_module
+
+    tracer = _RecordingTracer()
+    monkeypatch.setattr(agent_module, "_tracer", tracer)
+    Harness().run()
+    names = [name for name, _ in tracer.spans]
+    assert names[0] == "agentckpt.load" and "agentckpt.save" in names
+    saves = [attributes for name, attributes in tracer.spans if name == "agentckpt.save"]
+    assert all(a["agentckpt.task_id"] == "task" and "agentckpt.save.reason" in a for a in saves)
+    assert [a["agentckpt.version"] for a in saves] == sorted(a["agentckpt.version"] for a in saves)
+
+
+def test_without_a_tracer_provider_a_span_is_the_current_one() -> None:
+    # The no-op tracer makes the current (non-recording) span current again; the agent
+    # hands that span back without the tracer's machinery.
+    from opentelemetry import trace
+
+    import reference_agent.agent as agent_module
+
+    assert agent_module._tracing_off()
+    current = trace.get_current_span()
+    with trace.use_span(trace.NonRecordingSpan(current.get_span_context())) as outer:
+        loop = agent_module._Loop(
+            "t", "g", client=None, store=None, tools=None, max_iterations=1, checkpoint_every=1,  # type: ignore[arg-type]
+            model="m", max_tokens=8, system=None, metadata=None, on_event=None, save_attempts=1,
+            retry_backoff=0.0,
+        )
+        with loop.span("agentckpt.save", reason="x") as span:
+            assert span is outer is trace.get_current_span()
