@@ -123,7 +123,18 @@ def test_a_repeated_effect_of_a_key_honouring_tool_is_never_excused() -> None:
         _effect("put"),
     )
     violations, _ = no_duplicate_effect(timeline, _baseline({put: 1}), FLAGS, completed=True)
-    assert "same key" in violations[0].message
+    assert "honours idempotency keys, but a call came without one" in violations[0].message
+    # The same repeat under two different keys: the report names them.
+    keyed = _timeline(
+        _response(("t1", "put", {"to": "a"})),
+        ("effect", {"tool": "put", "input": {"to": "a"}, "key": "k-1"}),
+        ("crash", {"point": "after_tool_effect", "occurrence": 1}),
+        ("attempt", {}),
+        _response(("t2", "put", {"to": "a"})),
+        ("effect", {"tool": "put", "input": {"to": "a"}, "key": "k-2"}),
+    )
+    violations, _ = no_duplicate_effect(keyed, _baseline({put: 1}), FLAGS, completed=True)
+    assert "different keys ('k-1', 'k-2')" in violations[0].message
 
 
 def test_a_completed_run_missing_an_effect_fails() -> None:
