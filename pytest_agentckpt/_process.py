@@ -250,7 +250,7 @@ class ProcessExecutor:
         from reference_agent.offline import FakeMessagesAPI
         from reference_agent.scripted import PlanModel
 
-        from ._scenario import _Outcome, request_budget
+        from ._scenario import _Outcome, request_budget, runaway_detail
         from .oracles import canonical
 
         number = next(self._ids)
@@ -284,10 +284,7 @@ class ProcessExecutor:
             if event == "request" and is_generation(body):
                 requests[0] += 1
                 if requests[0] > requests[1]:
-                    detail = (
-                        f"{requests[0]} model requests, more than the {requests[1]} this scenario may "
-                        "make (a multiple of its crash-free run's)"
-                    )
+                    detail = runaway_detail(requests[0], requests[1])
                     runaway[:] = runaway or [detail]
                     kill()
                     raise _Stopped(detail)  # the connection is dropped; the child is dead

@@ -53,6 +53,11 @@ StoreSource = "CheckpointStore | str | Callable[[], CheckpointStore] | None"
 MAX_REQUESTS_PER_SCENARIO = 400
 
 
+def runaway_detail(made: int, budget: int) -> str:
+    """How a runaway attempt is reported (in memory and process mode alike)."""
+    return f"{made} model requests, more than the {budget} this scenario may make (a multiple of its crash-free run's)"
+
+
 def request_budget(plan: Plan, faults: FaultPlan, crash_free_requests: int | None) -> int:
     """Model requests (generations) a scenario may make before it is stopped as a runaway.
 
@@ -361,10 +366,7 @@ class _Executor:
             if event == "request" and is_generation(body):
                 requests[0] += 1
                 if requests[0] > requests[1]:
-                    raise _Runaway(
-                        f"{requests[0]} model requests, more than the {requests[1]} this scenario may "
-                        "make (a multiple of its crash-free run's)"
-                    )
+                    raise _Runaway(runaway_detail(requests[0], requests[1]))
 
         api.add_hook(guard)
         api.add_hook(injector.model_hook)

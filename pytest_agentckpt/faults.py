@@ -772,17 +772,6 @@ class InstrumentedToolbox:
 
         return instrumented
 
-    def _perform(self, spec: ToolSpec, tool_input: dict[str, Any], key: str | None, effect: Callable[[], Any]) -> Any:
-        return _perform(self._world, self._injector, spec, tool_input, key, effect)
-
-    async def _perform_async(
-        self, spec: ToolSpec, tool_input: dict[str, Any], key: str | None, effect: Callable[[], Any]
-    ) -> Any:
-        return await _perform_async(self._world, self._injector, spec, tool_input, key, effect)
-
-    def _record_done(self, spec: ToolSpec, tool_input: dict[str, Any], key: str | None, value: Any) -> Any:
-        return _record_done(self._world, self._injector, spec, tool_input, key, value)
-
     # -- any other toolbox: wrap ``call`` ------------------------------------------------
     def _call_wrapped(self, name: str, input: Mapping[str, Any], key: str | None) -> Any:
         spec = self._tools.spec(name)
@@ -802,7 +791,7 @@ class InstrumentedToolbox:
             return result
 
         try:
-            value = self._perform(spec, dict(input), key, effect)
+            value = _perform(self._world, self._injector, spec, dict(input), key, effect)
         except _ToolError as exc:
             return exc.result
         except _Awaitable as pending:
@@ -822,7 +811,7 @@ class InstrumentedToolbox:
         result = await _Guarded(pending, self._injector)
         if getattr(result, "is_error", False):
             return result
-        value = self._record_done(spec, tool_input, key, result)
+        value = _record_done(self._world, self._injector, spec, tool_input, key, result)
         self._injector.hit("after_tool_effect")
         return _as_result(value)
 

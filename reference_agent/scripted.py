@@ -310,8 +310,9 @@ class PlanModel:
         """
         if latest is not None:
             s, asked = latest
-            slots = self._steps[s] if s < len(self._steps) else []
-            missing = [(c, call) for c, call, _ in slots if c in asked and (s, c) not in won]
+            missing = [
+                (c, call) for c, call, _ in self._steps[s] if c in asked and (s, c) not in won
+            ]
             if missing:
                 yield s, missing
                 return

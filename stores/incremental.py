@@ -125,14 +125,7 @@ class PrefixTracker:
         them instead of copying ``messages`` again.
         """
         with self._lock:
-            known = self._known.get(task_id)
-            if (
-                copies is None
-                and known is not None
-                and known.version == version
-                and known.lineage == lineage
-                and len(known.messages) == len(messages)
-            ):
+            if copies is None and _holds(self._known.get(task_id), version, lineage, len(messages)):
                 # The snapshot already is this history (a version under a lineage is
                 # written once): keep it.
                 self._known.move_to_end(task_id)
@@ -154,13 +147,7 @@ class PrefixTracker:
         between). Else an empty list, to receive the copies.
         """
         with self._lock:
-            known = self._known.get(task_id)
-            held = (
-                known is not None
-                and known.version == version
-                and known.lineage == lineage
-                and len(known.messages) == count
-            )
+            held = _holds(self._known.get(task_id), version, lineage, count)
         return None if held else []
 
     def forget(self, task_id: str) -> None:
@@ -173,3 +160,13 @@ class PrefixTracker:
         self._known.move_to_end(task_id)
         while len(self._known) > self._max:
             self._known.popitem(last=False)
+
+
+def _holds(known: _Known | None, version: int, lineage: str, count: int) -> bool:
+    """Whether ``known`` is the stored history at ``version`` under ``lineage``."""
+    return (
+        known is not None
+        and known.version == version
+        and known.lineage == lineage
+        and len(known.messages) == count
+    )
