@@ -307,6 +307,10 @@ def _fuzz_with(
 
     progress = _progress.Progress(test_id or getattr(agent, "__qualname__", "fuzz"), examples, out=_progress.sink)
 
+    #: Set once the first failure is in: the search then goes on for oracles not yet failed.
+    known: set[str] = set()
+    following: list[bool] = [False]
+
     def check(scenario: tuple[Plan, FaultPlan]) -> None:
         plan, faults = scenario
         verdict = _evaluate(executor, plan, faults, budget)
@@ -322,6 +326,16 @@ def _fuzz_with(
             not_checkable.setdefault(oracle, reason)
         for item in verdict.advice:
             advice.setdefault(item.topic, item)
+        if verdict.violations and following[0]:
+            new = set(verdict.oracles) - known
+            if new:
+                # Counted only if it fails again, as the first failure is.
+                again = _evaluate(executor, plan, faults, budget)
+                if not new <= set(again.oracles):
+                    return
+                known.update(new)
+            remember(verdict)
+            return
         if verdict.violations:
             # Agents with threads or tasks are nondeterministic: the first failure counts
             # only if the same scenario, run again, gives it again. (While Hypothesis
@@ -365,8 +379,12 @@ def _fuzz_with(
         "report_multiple_bugs": False,
         "suppress_health_check": list(HealthCheck),
     }
-    if not shrink:
-        chosen_settings["phases"] = [Phase.explicit, Phase.reuse, Phase.generate]
+    # No explain phase: it varies the shrunk example at length (most of a failing call's
+    # time) for notes about Hypothesis's own arguments; the report explains the failure, and
+    # the search for other oracles below is what finds the rest.
+    chosen_settings["phases"] = [
+        phase for phase in settings().phases if phase != Phase.explain and (shrink or phase != Phase.shrink)
+    ]
     if db is not None:
         chosen_settings["database"] = db
     strategy = plan_strategy if systematic else st.tuples(plan_strategy, fault_strategy)
@@ -385,6 +403,10 @@ def _fuzz_with(
                     "pass plans= that work"
                 ) from None
             except OracleFailure as failure:
+                if shrink:
+                    known.update(smallest)
+                    following[0] = True
+                    _search_on(target, strategy, chosen_settings, mode.seed, min(examples - first_failure[0], _SEARCH_ON))
                 raise _every_oracle(
                     executor, budget, failure, smallest, reproduce, runs=150 if shrink else 16
                 ) from None
@@ -491,6 +513,55 @@ def _search_mode(seed: int | None, test_id: str, database: ExampleDatabase | Non
         f"random, with the example database {db!r}: failures are saved and replayed first",
         f"{rerun} (it replays this failure first from the example database), or the replay line below",
     )
+
+
+#: At most this many examples go on being drawn after the first failure (the ``quick``
+#: profile's size): a nightly run that fails early stops soon after.
+_SEARCH_ON = 200
+
+
+def _search_on(
+    target: Callable[..., None],
+    strategy: SearchStrategy[Any],
+    chosen: Mapping[str, Any],
+    seed: int | None,
+    examples: int,
+) -> None:
+    """Go on with the examples left after the first failure (at most :data:`_SEARCH_ON`),
+    for oracles not yet failed.
+
+    Hypothesis stops at the first failure and shrinks it; a bug that only other scenarios
+    show (a resume bug behind a bug every run has) would go unreported. ``target`` records
+    what fails and raises nothing. Generation only, with its own seed (derived from the
+    search's, so a seeded call stays reproducible) and no example database.
+    """
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hypothesis_seed
+    from hypothesis.errors import Unsatisfiable
+
+    if examples <= 0:
+        return
+    follow = settings(
+        **{
+            **chosen,
+            "max_examples": examples,
+            "database": None,
+            "phases": [Phase.generate],
+            "suppress_health_check": list(HealthCheck),
+        }
+    )
+
+    def search_on(scenario: Any) -> None:
+        target(scenario)
+
+    search_on._hypothesis_internal_add_digest = hashlib.sha256(  # type: ignore[attr-defined]
+        b"search on:" + getattr(target, "_hypothesis_internal_add_digest", b"")
+    ).digest()
+    test = follow(given(strategy)(search_on))
+    if seed is not None:
+        test = hypothesis_seed(seed + 1)(test)
+    with contextlib.suppress(Unsatisfiable):
+        test()
 
 
 def _size(verdict: _Verdict) -> tuple[int, int, int]:
