@@ -340,7 +340,9 @@ def _evaluate_once(executor: _Executor, plan: Plan, faults: FaultPlan, budget: i
     problems = [v for v in _crash_free_failure(clean) if v.oracle not in ignored]
     if problems and not clean.completed:
         return _Verdict(plan, FaultPlan(), clean, problems, [], crash_free=True)
-    outcome = executor.execute(plan, faults)
+    # Faults that the crash-free run never reaches would not fire: the run under them is
+    # the crash-free run again, so that run is judged instead of made twice.
+    outcome = executor.execute(plan, faults) if clean.reaches(faults) else clean
     violations, unsafe, not_checkable = _judge(outcome, baseline, executor.flags, budget, ignored)
     violations = [v for v in violations if v.oracle not in ignored]
     advice = give_up_advice(outcome.main())

@@ -295,9 +295,31 @@ class _Outcome:
     rerun_answer: str | None = None
     infeasible: str | None = None
     hits: Counter[str] = field(default_factory=Counter)
+    #: Loads and saves, and model requests, counted as the fault plan counts them; set
+    #: (``counted``) only where every one of them is seen, the in-process run.
+    store_ops: Counter[str] = field(default_factory=Counter)
+    requests: int = 0
+    counted: bool = False
     crashes: int = 0
     #: Why the scenario was stopped as a runaway, if it was.
     runaway: str | None = None
+
+    def reaches(self, faults: FaultPlan) -> bool:
+        """Whether a run that goes as this one did would meet a fault of ``faults``.
+
+        A run under ``faults`` is this run until its first fault fires; when no fault's
+        occurrence is met here, none fires there. (Counts include the re-run of the
+        completed task, where nothing is injected: they can only say yes too often.)
+        Unknown counts (``counted`` false) say yes.
+        """
+        if not self.counted:
+            return True
+        hits, ops = self.hits, self.store_ops
+        return (
+            any(crash.occurrence <= hits[crash.point] for crash in faults.crashes)
+            or any(fault.request <= self.requests for fault in faults.api_faults)
+            or any(fault.occurrence <= ops[fault.operation] for fault in faults.store_faults)
+        )
 
     def main(self) -> Timeline:
         """The timeline up to the completion (without the re-run of the completed task)."""
@@ -438,6 +460,9 @@ class _Executor:
             api.remove_hook(injector.model_hook)
             injector.api_sink = None
         outcome.hits = injector.hits
+        outcome.store_ops = injector.store_ops
+        outcome.requests = injector.requests
+        outcome.counted = True
         outcome.crashes = injector.crashes
         return outcome
 

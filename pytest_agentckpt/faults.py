@@ -359,6 +359,11 @@ class FaultInjector:
             self._calls_since_response = 0
             self._last_request = None
 
+    @property
+    def requests(self) -> int:
+        """The model requests so far (generations, across resumes), as API faults count them."""
+        return self._request_index
+
     # -- model transport -----------------------------------------------------------------
     def model_hook(self, event: str, index: int, body: Any) -> None:
         """The fake Messages API's hook: ``event`` is ``"request"`` or ``"response"``.

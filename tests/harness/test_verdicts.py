@@ -224,3 +224,59 @@ def test_a_verdict_that_does_not_reproduce_is_reported_as_nondeterministic_with_
     assert report.startswith("agentckpt: nondeterministic verdict")
     assert "=== the failing run ===" in report and "=== the same scenario, run again ===" in report
     assert "Flaky" not in type(caught.value).__name__
+
+
+# -- faults the crash-free run never reaches ----------------------------------------------------
+def _counting_executor() -> tuple[Any, list[str]]:
+    import reference_agent
+    from pytest_agentckpt._scenario import _Executor
+
+    runs: list[str] = []
+
+    def agent(task_id: str, goal: str, **kwargs: Any) -> str:
+        runs.append(task_id)
+        return reference_agent.run(task_id, goal, retry_backoff=0.0, **kwargs)
+
+    executor = _Executor(agent, toolbox(), store=None, budget=None, max_resumes=None, goal="g")
+    return executor, runs
+
+
+def test_faults_the_crash_free_run_never_reaches_are_judged_on_that_run_without_running_it_again() -> None:
+    from pytest_agentckpt._judge import _evaluate
+    from pytest_agentckpt.faults import ApiFault, StoreFault
+    from reference_agent.scripted import Plan, Step, ToolCall
+
+    executor, runs = _counting_executor()
+    plan = Plan((Step((ToolCall("send_email", {"to": "ann"}),)),), "answer a")
+    _, clean = executor.baseline(plan)
+    effects, requests, saves = clean.hits["after_tool_effect"], clean.requests, clean.store_ops["save"]
+    assert effects >= 1 and requests >= 2 and saves >= 2
+    unreached = [
+        FaultPlan((CrashAt("after_tool_effect", effects + 1),)),
+        FaultPlan(api_faults=(ApiFault("overloaded", requests + 1),)),
+        FaultPlan(store_faults=(StoreFault("store_outage", "save", saves + 1),)),
+    ]
+    for faults in unreached:
+        before = len(runs)
+        verdict = _evaluate(executor, plan, faults, None)
+        assert len(runs) == before and verdict.outcome is clean and not verdict.violations, faults
+    reached = [
+        FaultPlan((CrashAt("after_tool_effect", effects),)),
+        FaultPlan(api_faults=(ApiFault("overloaded", requests),)),
+        FaultPlan(store_faults=(StoreFault("store_outage", "save", saves),)),
+    ]
+    for faults in reached:
+        before = len(runs)
+        verdict = _evaluate(executor, plan, faults, None)
+        assert len(runs) > before and verdict.outcome is not clean, faults
+    executor.close()
+
+
+def test_a_run_whose_counts_are_not_known_is_taken_to_reach_every_fault() -> None:
+    from pytest_agentckpt._scenario import _Outcome
+
+    outcome = _Outcome(Timeline(), completed=True, answer="a", error=None)
+    assert outcome.reaches(FaultPlan((CrashAt("after_tool_effect", 9),)))
+    outcome.counted = True
+    assert not outcome.reaches(FaultPlan((CrashAt("after_tool_effect", 9),)))
+    assert not outcome.reaches(FaultPlan())
