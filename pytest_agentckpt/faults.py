@@ -509,10 +509,14 @@ class FaultyStore:
         checkpoint = self.inner.load(task_id)
         self.injector.check_alive()  # another thread crashed the attempt meanwhile
         if checkpoint is None:
-            self.injector.timeline.add("store_load", found=False)
+            self.injector.timeline.add("store_load", found=False, task_id=task_id)
         else:
             self.injector.timeline.add(
-                "store_load", found=True, version=checkpoint.version, iteration=checkpoint.iteration
+                "store_load",
+                found=True,
+                version=checkpoint.version,
+                iteration=checkpoint.iteration,
+                task_id=task_id,
             )
         return checkpoint
 
@@ -538,6 +542,7 @@ class FaultyStore:
         # the message objects it saved, and the oracles need this save's view.
         injector.timeline.add(
             "store_save",
+            task_id=saved.task_id,
             version=saved.version,
             iteration=saved.iteration,
             status=saved.status,

@@ -272,10 +272,7 @@ def no_duplicate_effect(
     effects: dict[tuple[str, str], list[Event]] = defaultdict(list)
     for event in timeline.of("effect"):
         effects[(event.data["tool"], canonical(event.data["input"]))].append(event)
-    asks: dict[tuple[str, str], set[str]] = defaultdict(set)
-    for event in timeline.of("model_response"):
-        for tool_use_id, name, tool_input in event.data.get("tool_uses", ()):
-            asks[(name, canonical(tool_input))].add(tool_use_id)
+    asks = _asks(timeline)
 
     unrecorded = effects_in_doubt(timeline)
     violations: list[Violation] = []
@@ -330,6 +327,34 @@ def no_duplicate_effect(
         elif completed and n < expected:
             violations.append(_lost(tool, raw_input, done, n, expected, timeline))
     return violations, unsafe
+
+
+def _asks(timeline: Timeline) -> dict[tuple[str, str], set[tuple[Any, str, str]]]:
+    """Each planned call's distinct requests by the model: ``tool_use`` ids, each within its
+    conversation.
+
+    A reply to the same history (an SDK retry, a resumed agent asking again) repeats its
+    ids, and counts once. A scripted model's ids are unique only within one conversation,
+    where the API's are unique everywhere: an agent that holds several conversations (a
+    sub-task each) gets the same ids in each of them, and each is a request of its own. A
+    conversation is told by its first message and by the checkpoint the agent loaded or
+    saved last before the request (two sub-tasks alike have the same first message, but
+    each its own checkpoint).
+    """
+    asks: dict[tuple[str, str], set[tuple[Any, str, str]]] = defaultdict(set)
+    conversation: dict[Any, tuple[Any, str]] = {}
+    task: Any = None
+    for event in timeline.of("store_load", "store_save", "model_request", "model_response"):
+        if event.kind in ("store_load", "store_save"):
+            task = event.data.get("task_id")
+        elif event.kind == "model_request":
+            messages = event.data.get("messages") or ()
+            conversation[event.data.get("index")] = (task, canonical(messages[0]) if messages else "")
+        else:
+            where, first = conversation.get(event.data.get("index"), (task, ""))
+            for tool_use_id, name, tool_input in event.data.get("tool_uses", ()):
+                asks[(name, canonical(tool_input))].add((where, first, str(tool_use_id)))
+    return asks
 
 
 def _key_advice(done: list[Event]) -> str:
@@ -470,11 +495,14 @@ def iteration_monotone(timeline: Timeline, *, budget: int | None = None) -> list
     turns overall, plus one for each turn a crash or a lost response took away.
     """
     violations: list[Violation] = []
-    best: Event | None = None
+    # Per checkpoint: an agent may keep several (a sub-task each, say), each with its own count.
+    bests: dict[Any, Event] = {}
     for event in timeline.of("store_save"):
         iteration = event.data.get("iteration")
         if not isinstance(iteration, int):
             continue
+        task = event.data.get("task_id")
+        best = bests.get(task)
         if best is not None and iteration < best.data["iteration"]:
             violations.append(
                 Violation(
@@ -492,7 +520,7 @@ def iteration_monotone(timeline: Timeline, *, budget: int | None = None) -> list
             )
             break
         if best is None or iteration >= best.data["iteration"]:
-            best = event
+            bests[task] = event
     if budget is not None:
         turns = model_turns(timeline)
         lost = len(timeline.of("crash")) + sum(

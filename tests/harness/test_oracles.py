@@ -98,6 +98,37 @@ def test_a_repeat_after_an_unrecorded_effect_of_a_keyless_tool_reports_the_tool_
     assert [t.tool for t in unsafe] == ["send"] and "idempotency keys" in unsafe[0].describe()
 
 
+def test_the_same_tool_use_id_in_two_conversations_is_two_requests_of_the_model() -> None:
+    # A scripted model's ids are unique only within a conversation: two sub-tasks, each
+    # its own conversation and checkpoint, both get "t1". The second sub-task's call is in
+    # doubt after the crash and asked for again ("t2"): the tool is unsafe, the agent sound.
+    def load(task: str) -> tuple[str, dict[str, Any]]:
+        return ("store_load", {"found": False, "task_id": task})
+
+    def ask(index: int, task_goal: str, *uses: tuple[str, str, dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+        request = {"index": index, "messages": [{"role": "user", "content": task_goal}]}
+        return [("model_request", request), ("model_response", {"index": index, "status": 200, "tool_uses": list(uses)})]
+
+    send = ("t1", "send", {"to": "a"})
+    timeline = _timeline(
+        load("t/sub-0"), *ask(1, "send to a", send), _effect(), ("store_save", {**_save([GOAL])[1], "task_id": "t/sub-0"}),
+        load("t/sub-1"), *ask(2, "send to a", send), _effect(),
+        ("crash", {"point": "after_tool_effect", "occurrence": 2}),
+        ("attempt", {}),
+        load("t/sub-1"), *ask(3, "send to a", ("t2", "send", {"to": "a"})), _effect(),
+    )
+    violations, unsafe = no_duplicate_effect(timeline, _baseline({SEND: 2}), FLAGS, completed=True)
+    assert violations == []
+    assert [t.tool for t in unsafe] == ["send"]
+    # One conversation whose reply is fetched twice is still one request of the model.
+    again = _timeline(
+        *ask(1, "send to a", send), _effect(), ("crash", {"point": "after_tool_effect", "occurrence": 1}),
+        ("attempt", {}), *ask(2, "send to a", send), _effect(),
+    )
+    violations, _ = no_duplicate_effect(again, _baseline({SEND: 1}), FLAGS, completed=True)
+    assert "asked for it 1 time" in violations[0].message
+
+
 def test_the_same_repeat_is_the_agents_bug_when_a_durable_write_recorded_the_effect_first() -> None:
     timeline = _timeline(
         _response(("t1", "send", {"to": "a"})),
@@ -157,6 +188,19 @@ def test_iteration_monotone_fails_when_the_stored_iteration_goes_back() -> None:
     assert iteration_monotone(ok) == []
     [violation] = iteration_monotone(bad)
     assert "went back from 3" in violation.message
+
+
+def test_each_checkpoint_of_an_agent_that_keeps_several_counts_its_own_iterations() -> None:
+    # A plan-and-execute agent: the plan in the task's checkpoint, each sub-task's
+    # conversation in a checkpoint of its own, each counting from 0.
+    def save(task: str, iteration: int, version: int) -> tuple[str, dict[str, Any]]:
+        return ("store_save", {**_save([GOAL], iteration, version)[1], "task_id": task})
+
+    ok = _timeline(save("t", 1, 1), save("t/sub-0", 0, 1), save("t/sub-0", 2, 2), save("t", 2, 2), save("t/sub-1", 0, 1))
+    assert iteration_monotone(ok) == []
+    bad = _timeline(save("t", 1, 1), save("t/sub-0", 2, 1), ("attempt", {}), save("t/sub-0", 1, 2))
+    [violation] = iteration_monotone(bad)
+    assert "went back from 2" in violation.message
 
 
 def test_the_budget_spans_restarts_allowing_one_turn_per_crash() -> None:
