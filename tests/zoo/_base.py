@@ -83,8 +83,9 @@ class Loop:
         else:
             self.cp = loaded
             self.history = self.read_history(loaded)
-            if loaded.status == "completed":
-                return loaded.final_answer or ""
+            done = self.finished(loaded)
+            if done is not None:
+                return done
             if self.iteration_resets:
                 self.cp.iteration = 0
             self.resume()
@@ -104,6 +105,10 @@ class Loop:
 
     def before_load(self) -> None:
         """What the agent does before it looks at its checkpoint (count_tokens agents)."""
+
+    def finished(self, cp: Checkpoint) -> str | None:
+        """The answer of a completed task, ``None`` while it runs."""
+        return (cp.final_answer or "") if cp.status == "completed" else None
 
     def complete(self, answer: str) -> str:
         self.cp.status, self.cp.final_answer = "completed", answer

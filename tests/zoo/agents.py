@@ -70,6 +70,26 @@ class OwnState(Loop):
         self.cp.artifacts["session"] = {"turns": [{"who": m["role"], "said": m["content"]} for m in self.history]}
 
 
+class OwnStatus(OwnState):
+    """Keeps its completion in its own session too (``done``, ``answer``): it never sets
+    ``checkpoint.status``, which stays ``running``."""
+
+    def finished(self, cp: Checkpoint) -> str | None:
+        session = cp.artifacts.get("session", {})
+        return str(session["answer"]) if session.get("done") else None
+
+    def complete(self, answer: str) -> str:
+        self.write_history()
+        self.cp.artifacts["session"].update(done=True, answer=answer)
+        self.cp = self.store.save(self.cp)
+        return answer
+
+    def write_history(self) -> None:
+        done = self.cp.artifacts.get("session", {})
+        super().write_history()
+        self.cp.artifacts["session"].update({k: done[k] for k in ("done", "answer") if k in done})
+
+
 def unwrap(cp: Checkpoint) -> list[dict[str, Any]]:
     """Where an ``OwnState`` agent keeps the history: what ``fuzz(history=...)`` is told."""
     turns = cp.artifacts.get("session", {}).get("turns", [])

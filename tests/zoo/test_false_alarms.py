@@ -16,7 +16,8 @@ from hypothesis.database import InMemoryExampleDatabase
 from pytest_agentckpt.harness import NotCheckableWarning, OracleFailure, fuzz
 from tests.harness.toolkit import toolbox
 
-from .agents import SOUND, TWINS, AsyncToolbox, unwrap
+from ._base import agent
+from .agents import SOUND, TWINS, AsyncToolbox, OwnStatus, unwrap
 
 SEEDS = (1, 2, 3)
 #: Examples per fuzz run, given explicitly: a loaded Hypothesis profile's ``max_examples``
@@ -109,3 +110,14 @@ def test_an_agent_that_stops_on_a_store_failure_gets_advice_not_a_violation() ->
         unsafe_tools="ignore", fault_kinds=["store_outage"], max_examples=EXAMPLES,
     )
     assert any("retrying the outcome write" in a.describe() for a in report.advice), report.advice
+
+
+def test_an_agent_that_keeps_its_completion_in_its_own_state_passes() -> None:
+    # Its checkpoint's status stays "running": every return looks like a clean stop, and
+    # the resume that follows finds nothing to do and answers the same. That is done,
+    # not a crash-free run that "fails with no fault injected at all: None".
+    report = fuzz(
+        agent(OwnStatus), toolbox(), seed=1, database=InMemoryExampleDatabase(), unsafe_tools="ignore",
+        max_examples=60, history=unwrap,
+    )
+    assert report.stats.crashes > 0 and report.not_checkable == {}
