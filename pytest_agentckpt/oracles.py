@@ -487,6 +487,10 @@ def same_answer(answer: str | None, baseline: Baseline, *, completed: bool) -> l
     ]
 
 
+#: API faults after which the model has answered a turn the agent never received whole.
+_REPLY_LOST = frozenset({"lost_response", "stream_disconnect", "stream_error"})
+
+
 # -- 4 ---------------------------------------------------------------------------------
 def iteration_monotone(timeline: Timeline, *, budget: int | None = None) -> list[Violation]:
     """The stored iteration never goes backwards, and the budget spans restarts.
@@ -524,7 +528,7 @@ def iteration_monotone(timeline: Timeline, *, budget: int | None = None) -> list
     if budget is not None:
         turns = model_turns(timeline)
         lost = len(timeline.of("crash")) + sum(
-            1 for e in timeline.of("api_fault") if e.data.get("fault") == "lost_response"
+            1 for e in timeline.of("api_fault") if e.data.get("fault") in _REPLY_LOST
         )
         if turns > budget + lost:
             responses = [e for e in timeline.of("model_response") if e.data.get("status") == 200]

@@ -152,6 +152,13 @@ def test_api_faults_reach_the_sdk_and_its_retries_absorb_them(executor: _Executo
         assert outcome.completed and outcome.answer == "all done", kind
 
 
+def test_a_stream_fault_cuts_only_a_streamed_reply(executor: _Executor) -> None:
+    # The executor's agent does not stream: nothing to cut, so nothing is injected or shown.
+    for kind in ("stream_disconnect", "stream_error"):
+        outcome = executor.execute(PLAN, FaultPlan(api_faults=(ApiFault(kind, 2),)))
+        assert outcome.timeline.of("api_fault") == [] and outcome.completed, kind
+
+
 # -- the store wrapper ----------------------------------------------------------------------
 def _store(*faults: StoreFault, crashes: tuple[CrashAt, ...] = ()) -> FaultyStore:
     return FaultyStore(open_store("memory://"), FaultInjector(FaultPlan(crashes=crashes, store_faults=faults)))

@@ -209,6 +209,9 @@ def test_the_budget_spans_restarts_allowing_one_turn_per_crash() -> None:
     assert iteration_monotone(_timeline(*turns, crash), budget=3) == []
     [violation] = iteration_monotone(_timeline(*turns), budget=3)
     assert "budget of 3" in violation.message
+    # A reply cut mid-stream was answered by the model: asked for again, it is a turn lost.
+    cut = ("api_fault", {"fault": "stream_disconnect", "index": 2})
+    assert iteration_monotone(_timeline(*turns, cut), budget=3) == []
 
 
 def test_asking_again_for_a_reply_the_checkpoint_holds_is_redone_work() -> None:

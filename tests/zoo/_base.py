@@ -90,10 +90,7 @@ class Loop:
                 self.cp.iteration = 0
             self.resume()
         while self.cp.iteration < self.max_iterations:
-            reply = self.client.messages.create(
-                model="zoo-agent", max_tokens=1024, messages=self.history, tools=self.tools.definitions()
-            )
-            content = [block.model_dump(mode="json", exclude_none=True) for block in reply.content]
+            content = self.reply()
             self.cp.iteration += 1
             self.history.append({"role": "assistant", "content": content})
             uses = tool_uses(content)
@@ -102,6 +99,13 @@ class Loop:
             self.save()
             self.answer(uses)
         raise RuntimeError("iteration budget exhausted")
+
+    def reply(self) -> list[dict[str, Any]]:
+        """The model's next reply to the history, as content blocks."""
+        reply = self.client.messages.create(
+            model="zoo-agent", max_tokens=1024, messages=self.history, tools=self.tools.definitions()
+        )
+        return [block.model_dump(mode="json", exclude_none=True) for block in reply.content]
 
     def before_load(self) -> None:
         """What the agent does before it looks at its checkpoint (count_tokens agents)."""

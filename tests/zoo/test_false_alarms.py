@@ -39,6 +39,7 @@ GLUE: dict[str, dict[str, Any]] = {
     "forgets_completion": {"ignore_oracles": ["completed_idempotent"]},
     "own_state": {"history": unwrap},
     "compacts": {},
+    "streams": {},
 }
 
 #: The oracle that catches each twin, and whether its bug needs a fault to show.
@@ -50,12 +51,14 @@ CAUGHT_BY: dict[str, tuple[str, bool]] = {
     "forgets_completion": ("iteration_monotone", True),
     "own_state": ("recorded_work_not_redone", True),
     "compacts": ("crash_free_run", False),  # and valid_sequence: it fails with no fault
+    "streams": ("same_answer", True),
 }
 
 
 def _fuzz(run: Callable[..., Any], design: str, seed: int, **extra: Any) -> Any:
-    # The sync designs take the fast client (they use only create and count_tokens of the SDK).
-    client = {} if design == "gather" else {"client": "direct"}
+    # The sync designs take the fast client (they use only create and count_tokens of the SDK);
+    # the streaming one needs the SDK.
+    client = {} if design in ("gather", "streams") else {"client": "direct"}
     return fuzz(
         run, _tools(design), seed=seed, database=InMemoryExampleDatabase(), unsafe_tools="ignore",
         max_examples=EXAMPLES, **{**client, **GLUE[design], **extra},
