@@ -555,14 +555,21 @@ def recorded_work_not_redone(timeline: Timeline) -> list[Violation]:
     durable: Event | None = None
     asked: dict[tuple[str, str], set[str]] = defaultdict(set)
     answered: set[str] = set()
+    # Whether the agent restarted or read its checkpoint again since the durable save: only
+    # then can a request repeat recorded work. Before that it still has what it saved, and
+    # a request alike is a new conversation (a second sub-task like the first).
+    reread = False
     for event in timeline:
         if event.kind == "store_save":
             durable = event
             answered = _answered_ids(event.data.get("messages") or ())
+            reread = False
+        elif event.kind in ("attempt_start", "store_load", "store_outage"):
+            reread = True
         elif event.kind == "model_response":
             for tool_use_id, name, tool_input in event.data.get("tool_uses", ()):
                 asked[(name, canonical(tool_input))].add(tool_use_id)
-        elif event.kind == "model_request" and durable is not None:
+        elif event.kind == "model_request" and durable is not None and reread:
             stored: Sequence[Any] = durable.data.get("messages") or ()
             sent = event.data.get("messages", [])
             n = len(sent)

@@ -22,6 +22,7 @@ from reference_agent.validation import InvalidHistoryError, validate_messages
 GOAL = {"role": "user", "content": "go"}
 USE = {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "send", "input": {"to": "a"}}]}
 RESULT = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "sent"}]}
+ANSWER = {"role": "assistant", "content": [{"type": "text", "text": "done"}]}
 FLAGS = {"send": ToolFlags(irreversible=True, idempotent=False), "put": ToolFlags(True, True)}
 
 
@@ -221,6 +222,19 @@ def test_asking_again_for_a_reply_the_checkpoint_holds_is_redone_work() -> None:
     # Asking for the reply that was lost (not in the checkpoint) is fine.
     lost = _timeline(_save([GOAL]), ("attempt", {}), ("model_request", {"index": 2, "messages": [GOAL]}))
     assert recorded_work_not_redone(lost) == []
+
+
+def test_a_second_conversation_like_the_first_is_not_redone_work_until_the_agent_reads_its_checkpoint() -> None:
+    # Plan-and-execute in one checkpoint: two sub-tasks alike, the first just finished and
+    # saved (history= finds its conversation), the second starts with the same message.
+    second = _timeline(_save([GOAL, USE, RESULT, ANSWER]), ("model_request", {"index": 3, "messages": [GOAL]}))
+    assert recorded_work_not_redone(second) == []
+    # The same request after the agent read its checkpoint again (a resume, or a reload)
+    # does ask for work the checkpoint holds.
+    for between in (("store_load", {"found": True, "version": 1, "iteration": 1}), ("attempt", {})):
+        again = _timeline(_save([GOAL, USE, RESULT, ANSWER]), between, ("model_request", {"index": 3, "messages": [GOAL]}))
+        [violation] = recorded_work_not_redone(again)
+        assert "asks again for reply 1" in violation.message
 
 
 def test_running_a_tool_whose_result_the_checkpoint_holds_is_redone_work() -> None:
