@@ -250,7 +250,13 @@ class ProcessExecutor:
         from reference_agent.offline import FakeMessagesAPI
         from reference_agent.scripted import PlanModel
 
-        from ._scenario import _Outcome, request_budget, runaway_detail
+        from ._scenario import (
+            _Outcome,
+            request_budget,
+            resumed_idle,
+            runaway_detail,
+            stopped_detail,
+        )
         from .oracles import canonical
 
         number = next(self._ids)
@@ -345,6 +351,7 @@ class ProcessExecutor:
                     timeline.add("attempt_end", outcome=result["result"], detail=result.get("detail"))
                     return result["result"], result.get("detail")
 
+                stopped: tuple[Any] | None = None  # what the last clean stop returned
                 for _ in range(limit + 1):
                     before = len(timeline.of("crash", "api_fault", "store_outage"))
                     kind, value = attempt(child_plan, faults.size == 0)
@@ -365,8 +372,10 @@ class ProcessExecutor:
                         if quiet_errors >= 2:
                             break
                         continue
-                    if self._still_running(task_id):
+                    if self._still_running(task_id) and not resumed_idle(timeline, value, stopped):
                         timeline.add("attempt_end", outcome="stopped", detail=str(value))
+                        outcome.error = stopped_detail(value)
+                        stopped = (value,)
                         continue
                     timeline.add("attempt_end", outcome="answer", detail=str(value))
                     outcome.completed, outcome.answer, outcome.error = True, value, None

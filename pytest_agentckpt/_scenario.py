@@ -285,6 +285,33 @@ def _open_store_source(store: Any) -> Callable[[], tuple[CheckpointStore, bool]]
     )
 
 
+#: What a resumed attempt does when it has work left.
+_WORK = ("model_request", "tool_call", "effect", "store_save", "store_save_failed")
+
+
+def resumed_idle(timeline: Timeline, answer: Any, stopped: tuple[Any] | None) -> bool:
+    """Whether the attempt just ended, a resume after a clean stop, did nothing at all
+    (no model request, tool call, effect or save) and returned what the stop returned.
+
+    The harness tells a clean stop from a completion by the status of the task's
+    checkpoint; an agent that keeps its own state format and never sets it looks stopped
+    after every return. One whose resume finds nothing to do and answers the same again
+    is done.
+    """
+    if stopped is None or answer != stopped[0]:
+        return False
+    return not any(e.kind in _WORK for e in timeline.events if e.attempt == timeline.attempt)
+
+
+def stopped_detail(answer: Any) -> str:
+    """Why a run that only ever stopped cleanly did not complete."""
+    return (
+        f"it returned {str(answer)[:80]!r} while the task's checkpoint said status 'running' "
+        "(a clean stop, resumed), and the resumes never completed it: set status='completed' "
+        "on completion, or keep a checkpoint under the task id"
+    )
+
+
 @dataclass
 class _Outcome:
     timeline: Timeline
@@ -401,6 +428,7 @@ class _Executor:
         outcome = _Outcome(timeline, completed=False, answer=None, error=None)
         limit = self.max_resumes if self.max_resumes is not None else faults.size + 3
         quiet_errors = 0
+        stopped: tuple[Any] | None = None  # what the last clean stop returned
         try:
             for _ in range(limit + 1):
                 faults_before = injector.crashes + len(timeline.of("api_fault", "store_outage"))
@@ -432,8 +460,10 @@ class _Executor:
                     if quiet_errors >= 2:
                         break
                     continue
-                if self._still_running(task_id, timeline):
+                if self._still_running(task_id, timeline) and not resumed_idle(timeline, answer, stopped):
                     timeline.add("attempt_end", outcome="stopped", detail=str(answer))
+                    outcome.error = stopped_detail(answer)
+                    stopped = (answer,)
                     continue
                 timeline.add("attempt_end", outcome="answer", detail=str(answer))
                 outcome.completed, outcome.answer, outcome.error = True, answer, None

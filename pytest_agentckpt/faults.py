@@ -72,6 +72,7 @@ __all__ = [
     "FAULT_KINDS",
     "FAULT_POINTS",
     "STORE_FAULT_KINDS",
+    "STREAM_FAULT_KINDS",
     "ApiFault",
     "ApiFaultKind",
     "Crash",
@@ -107,10 +108,20 @@ FAULT_POINTS: tuple[FaultPoint, ...] = get_args(FaultPoint)
 """Every crash point, in the order an iteration meets them."""
 
 ApiFaultKind = Literal[
-    "rate_limit", "server_error", "overloaded", "timeout", "disconnect", "lost_response"
+    "rate_limit",
+    "server_error",
+    "overloaded",
+    "timeout",
+    "disconnect",
+    "lost_response",
+    "stream_disconnect",
+    "stream_error",
 ]
 API_FAULT_KINDS: tuple[ApiFaultKind, ...] = get_args(ApiFaultKind)
 """API faults, injected through the fake Messages API."""
+
+#: API faults that cut a streamed reply short: the SDK does not retry them, the agent must.
+STREAM_FAULT_KINDS: frozenset[str] = frozenset({"stream_disconnect", "stream_error"})
 
 StoreFaultKind = Literal["store_outage", "slow_store"]
 STORE_FAULT_KINDS: tuple[StoreFaultKind, ...] = get_args(StoreFaultKind)
@@ -164,7 +175,10 @@ class ApiFault:
     """The ``request``-th model request (1-based, across resumes) fails with ``kind``.
 
     ``lost_response``: the model answers but the response never arrives (the SDK sees a
-    dropped connection and retries).
+    dropped connection and retries). ``stream_disconnect`` / ``stream_error``: the model
+    answers, and its streamed reply is cut after a few events (the connection drops, or an
+    ``error`` event comes); the SDK does not retry a stream it has started to read. Only a
+    streamed request can be cut: on any other, they inject nothing.
     """
 
     kind: ApiFaultKind
@@ -391,6 +405,8 @@ class FaultInjector:
                 thinking=isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive"),
             )
             fault = self._api_faults.pop(self._request_index, None)
+            if fault is not None and fault.kind in STREAM_FAULT_KINDS and not _streamed(body):
+                fault = None  # only a streamed reply can be cut short
             if fault is not None and self.api_sink is not None:
                 # The fake takes its queued fault after the hooks: it hits this request.
                 self.timeline.add("api_fault", fault=fault.kind, index=self._request_index)
@@ -485,6 +501,11 @@ def default_history(checkpoint: Checkpoint) -> Sequence[Any] | None:
     return checkpoint.messages or None
 
 
+def _streamed(body: Any) -> bool:
+    """Whether a model request asks for its reply as a stream."""
+    return isinstance(body, dict) and body.get("stream") is True
+
+
 class FaultyStore:
     """A :class:`~stores.CheckpointStore` wrapper that injects store faults and crashes.
 
@@ -514,10 +535,14 @@ class FaultyStore:
         checkpoint = self.inner.load(task_id)
         self.injector.check_alive()  # another thread crashed the attempt meanwhile
         if checkpoint is None:
-            self.injector.timeline.add("store_load", found=False)
+            self.injector.timeline.add("store_load", found=False, task_id=task_id)
         else:
             self.injector.timeline.add(
-                "store_load", found=True, version=checkpoint.version, iteration=checkpoint.iteration
+                "store_load",
+                found=True,
+                version=checkpoint.version,
+                iteration=checkpoint.iteration,
+                task_id=task_id,
             )
         return checkpoint
 
@@ -543,6 +568,7 @@ class FaultyStore:
         # the message objects it saved, and the oracles need this save's view.
         injector.timeline.add(
             "store_save",
+            task_id=saved.task_id,
             version=saved.version,
             iteration=saved.iteration,
             status=saved.status,

@@ -272,10 +272,7 @@ def no_duplicate_effect(
     effects: dict[tuple[str, str], list[Event]] = defaultdict(list)
     for event in timeline.of("effect"):
         effects[(event.data["tool"], canonical(event.data["input"]))].append(event)
-    asks: dict[tuple[str, str], set[str]] = defaultdict(set)
-    for event in timeline.of("model_response"):
-        for tool_use_id, name, tool_input in event.data.get("tool_uses", ()):
-            asks[(name, canonical(tool_input))].add(tool_use_id)
+    asks = _asks(timeline)
 
     unrecorded = effects_in_doubt(timeline)
     violations: list[Violation] = []
@@ -330,6 +327,34 @@ def no_duplicate_effect(
         elif completed and n < expected:
             violations.append(_lost(tool, raw_input, done, n, expected, timeline))
     return violations, unsafe
+
+
+def _asks(timeline: Timeline) -> dict[tuple[str, str], set[tuple[Any, str, str]]]:
+    """Each planned call's distinct requests by the model: ``tool_use`` ids, each within its
+    conversation.
+
+    A reply to the same history (an SDK retry, a resumed agent asking again) repeats its
+    ids, and counts once. A scripted model's ids are unique only within one conversation,
+    where the API's are unique everywhere: an agent that holds several conversations (a
+    sub-task each) gets the same ids in each of them, and each is a request of its own. A
+    conversation is told by its first message and by the checkpoint the agent loaded or
+    saved last before the request (two sub-tasks alike have the same first message, but
+    each its own checkpoint).
+    """
+    asks: dict[tuple[str, str], set[tuple[Any, str, str]]] = defaultdict(set)
+    conversation: dict[Any, tuple[Any, str]] = {}
+    task: Any = None
+    for event in timeline.of("store_load", "store_save", "model_request", "model_response"):
+        if event.kind in ("store_load", "store_save"):
+            task = event.data.get("task_id")
+        elif event.kind == "model_request":
+            messages = event.data.get("messages") or ()
+            conversation[event.data.get("index")] = (task, canonical(messages[0]) if messages else "")
+        else:
+            where, first = conversation.get(event.data.get("index"), (task, ""))
+            for tool_use_id, name, tool_input in event.data.get("tool_uses", ()):
+                asks[(name, canonical(tool_input))].add((where, first, str(tool_use_id)))
+    return asks
 
 
 def _key_advice(done: list[Event]) -> str:
@@ -462,6 +487,10 @@ def same_answer(answer: str | None, baseline: Baseline, *, completed: bool) -> l
     ]
 
 
+#: API faults after which the model has answered a turn the agent never received whole.
+_REPLY_LOST = frozenset({"lost_response", "stream_disconnect", "stream_error"})
+
+
 # -- 4 ---------------------------------------------------------------------------------
 def iteration_monotone(timeline: Timeline, *, budget: int | None = None) -> list[Violation]:
     """The stored iteration never goes backwards, and the budget spans restarts.
@@ -470,11 +499,14 @@ def iteration_monotone(timeline: Timeline, *, budget: int | None = None) -> list
     turns overall, plus one for each turn a crash or a lost response took away.
     """
     violations: list[Violation] = []
-    best: Event | None = None
+    # Per checkpoint: an agent may keep several (a sub-task each, say), each with its own count.
+    bests: dict[Any, Event] = {}
     for event in timeline.of("store_save"):
         iteration = event.data.get("iteration")
         if not isinstance(iteration, int):
             continue
+        task = event.data.get("task_id")
+        best = bests.get(task)
         if best is not None and iteration < best.data["iteration"]:
             violations.append(
                 Violation(
@@ -492,11 +524,11 @@ def iteration_monotone(timeline: Timeline, *, budget: int | None = None) -> list
             )
             break
         if best is None or iteration >= best.data["iteration"]:
-            best = event
+            bests[task] = event
     if budget is not None:
         turns = model_turns(timeline)
         lost = len(timeline.of("crash")) + sum(
-            1 for e in timeline.of("api_fault") if e.data.get("fault") == "lost_response"
+            1 for e in timeline.of("api_fault") if e.data.get("fault") in _REPLY_LOST
         )
         if turns > budget + lost:
             responses = [e for e in timeline.of("model_response") if e.data.get("status") == 200]
@@ -523,14 +555,21 @@ def recorded_work_not_redone(timeline: Timeline) -> list[Violation]:
     durable: Event | None = None
     asked: dict[tuple[str, str], set[str]] = defaultdict(set)
     answered: set[str] = set()
+    # Whether the agent restarted or read its checkpoint again since the durable save: only
+    # then can a request repeat recorded work. Before that it still has what it saved, and
+    # a request alike is a new conversation (a second sub-task like the first).
+    reread = False
     for event in timeline:
         if event.kind == "store_save":
             durable = event
             answered = _answered_ids(event.data.get("messages") or ())
+            reread = False
+        elif event.kind in ("attempt_start", "store_load", "store_outage"):
+            reread = True
         elif event.kind == "model_response":
             for tool_use_id, name, tool_input in event.data.get("tool_uses", ()):
                 asked[(name, canonical(tool_input))].add(tool_use_id)
-        elif event.kind == "model_request" and durable is not None:
+        elif event.kind == "model_request" and durable is not None and reread:
             stored: Sequence[Any] = durable.data.get("messages") or ()
             sent = event.data.get("messages", [])
             n = len(sent)

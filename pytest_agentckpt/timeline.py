@@ -50,8 +50,8 @@ class Event:
     ``model_request``: ``index``, ``messages``; ``model_response``: ``index``, ``status``,
     ``tool_uses`` (list of ``(id, name, input)``); ``crash``: ``point``, ``occurrence``;
     ``tool_call``: ``tool``, ``input``, ``key``; ``effect``: ``tool``, ``input``, ``key``;
-    ``store_save``: ``version``, ``iteration``, ``status``, ``messages``;
-    ``store_load``: ``found``, ``version``, ``iteration``.
+    ``store_save``: ``task_id``, ``version``, ``iteration``, ``status``, ``messages``;
+    ``store_load``: ``found``, ``version``, ``iteration``, ``task_id``.
     """
 
     seq: int
@@ -105,8 +105,14 @@ class Timeline:
         """The events of the given kinds, in order."""
         return [event for event in self.events if event.kind in kinds]
 
-    def describe(self, event: Event) -> str:
-        """One readable line for ``event``."""
+    def describe(self, event: Event, *, task: bool = False) -> str:
+        """One readable line for ``event``; ``task``: name the checkpoint a load or save was of."""
+        line = self._describe(event)
+        if task and event.kind in ("store_load", "store_save") and event.data.get("task_id") is not None:
+            line += f" [{event.data['task_id']}]"
+        return line
+
+    def _describe(self, event: Event) -> str:
         d = event.data
         kind = event.kind
         if kind == "attempt_start":
@@ -136,9 +142,12 @@ class Timeline:
                 return "checkpoint load: none"
             return f"checkpoint load: version {d.get('version')}, iteration {d.get('iteration')}"
         if kind == "store_save":
+            # No history where the harness looks (an agent with its own state format): None.
+            messages = d.get("messages", ())
+            held = "history not found" if messages is None else f"{len(messages)} messages"
             return (
                 f"checkpoint written: version {d.get('version')}, iteration {d.get('iteration')}, "
-                f"status {d.get('status')}, {len(d.get('messages', ()))} messages"
+                f"status {d.get('status')}, {held}"
             )
         if kind == "store_save_failed":
             return f"checkpoint write failed: {_short(d.get('error', ''))}"
@@ -163,6 +172,9 @@ class Timeline:
         marks = marks or {}
         lines = []
         shown = self._shown(marks, limit)
+        # An agent that keeps several checkpoints: each load and save says which.
+        tasks = {e.data.get("task_id") for e in self.events if e.kind in ("store_load", "store_save")}
+        several = len(tasks - {None}) > 1
         previous = -1
         for event in self.events:
             if event.seq not in shown:
@@ -171,7 +183,7 @@ class Timeline:
                 lines.append("      ...")
             previous = event.seq
             note = f"   <-- {marks[event.seq]}" if event.seq in marks else ""
-            lines.append(f"  {event.seq:4d} [a{event.attempt}] {self.describe(event)}{note}")
+            lines.append(f"  {event.seq:4d} [a{event.attempt}] {self.describe(event, task=several)}{note}")
         return "\n".join(lines)
 
     def _shown(self, marks: dict[int, str], limit: int) -> set[int]:

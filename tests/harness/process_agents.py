@@ -9,7 +9,8 @@ import reference_agent
 from stores import CheckpointStore
 
 from ..buggy_agents import checkpoint_after_result
-from ..zoo.agents import SOUND, TWINS
+from ..zoo._base import agent
+from ..zoo.agents import SOUND, TWINS, OwnStatus
 
 #: The reference agent, with no backoff between its own save retries.
 reference = functools.partial(reference_agent.run, retry_backoff=0.0)
@@ -56,3 +57,5 @@ def runaway(task_id: str, goal: str, *, client: Any, store: CheckpointStore, too
 own_state = SOUND["own_state"]
 own_state_twin = TWINS["own_state"]
 forgets_completion = SOUND["forgets_completion"]
+#: Keeps its completion in its own session as well; its checkpoint's status stays "running".
+own_status = agent(OwnStatus)

@@ -152,6 +152,13 @@ def test_api_faults_reach_the_sdk_and_its_retries_absorb_them(executor: _Executo
         assert outcome.completed and outcome.answer == "all done", kind
 
 
+def test_a_stream_fault_cuts_only_a_streamed_reply(executor: _Executor) -> None:
+    # The executor's agent does not stream: nothing to cut, so nothing is injected or shown.
+    for kind in ("stream_disconnect", "stream_error"):
+        outcome = executor.execute(PLAN, FaultPlan(api_faults=(ApiFault(kind, 2),)))
+        assert outcome.timeline.of("api_fault") == [] and outcome.completed, kind
+
+
 # -- the store wrapper ----------------------------------------------------------------------
 def _store(*faults: StoreFault, crashes: tuple[CrashAt, ...] = ()) -> FaultyStore:
     return FaultyStore(open_store("memory://"), FaultInjector(FaultPlan(crashes=crashes, store_faults=faults)))
@@ -326,3 +333,25 @@ def test_a_scenario_leaves_no_garbage_cycles() -> None:
         ex.close()
     assert outcome.completed and outcome.crashes == 2
     assert unreachable == 0
+
+
+def test_each_load_and_save_names_its_checkpoint_and_the_timeline_shows_it_when_there_are_several() -> None:
+    store = _store()
+    timeline = store.injector.timeline
+    timeline.start_attempt()
+    store.save(Checkpoint(task_id="t1", messages=[{"role": "user", "content": "go"}]))
+    assert "[t1]" not in timeline.format()  # one checkpoint: nothing to tell apart
+    store.load("t1/sub-0")
+    store.save(Checkpoint(task_id="t1/sub-0"))
+    assert [e.data["task_id"] for e in timeline.of("store_load", "store_save")] == ["t1", "t1/sub-0", "t1/sub-0"]
+    lines = timeline.format().splitlines()
+    assert lines[1].endswith("status running, 1 messages [t1]")
+    assert lines[2].endswith("checkpoint load: none [t1/sub-0]")
+
+
+def test_a_save_without_the_history_where_the_harness_looks_is_shown_not_a_type_error() -> None:
+    # An agent with its own state format, fuzzed without history=: its saves hold no history.
+    store = _store()
+    store.injector.timeline.start_attempt()
+    store.save(Checkpoint(task_id="t1", artifacts={"session": "{}"}))
+    assert store.injector.timeline.format().splitlines()[1].endswith("status running, history not found")

@@ -22,6 +22,7 @@ from reference_agent.validation import InvalidHistoryError, validate_messages
 GOAL = {"role": "user", "content": "go"}
 USE = {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "send", "input": {"to": "a"}}]}
 RESULT = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "sent"}]}
+ANSWER = {"role": "assistant", "content": [{"type": "text", "text": "done"}]}
 FLAGS = {"send": ToolFlags(irreversible=True, idempotent=False), "put": ToolFlags(True, True)}
 
 
@@ -98,6 +99,37 @@ def test_a_repeat_after_an_unrecorded_effect_of_a_keyless_tool_reports_the_tool_
     assert [t.tool for t in unsafe] == ["send"] and "idempotency keys" in unsafe[0].describe()
 
 
+def test_the_same_tool_use_id_in_two_conversations_is_two_requests_of_the_model() -> None:
+    # A scripted model's ids are unique only within a conversation: two sub-tasks, each
+    # its own conversation and checkpoint, both get "t1". The second sub-task's call is in
+    # doubt after the crash and asked for again ("t2"): the tool is unsafe, the agent sound.
+    def load(task: str) -> tuple[str, dict[str, Any]]:
+        return ("store_load", {"found": False, "task_id": task})
+
+    def ask(index: int, task_goal: str, *uses: tuple[str, str, dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+        request = {"index": index, "messages": [{"role": "user", "content": task_goal}]}
+        return [("model_request", request), ("model_response", {"index": index, "status": 200, "tool_uses": list(uses)})]
+
+    send = ("t1", "send", {"to": "a"})
+    timeline = _timeline(
+        load("t/sub-0"), *ask(1, "send to a", send), _effect(), ("store_save", {**_save([GOAL])[1], "task_id": "t/sub-0"}),
+        load("t/sub-1"), *ask(2, "send to a", send), _effect(),
+        ("crash", {"point": "after_tool_effect", "occurrence": 2}),
+        ("attempt", {}),
+        load("t/sub-1"), *ask(3, "send to a", ("t2", "send", {"to": "a"})), _effect(),
+    )
+    violations, unsafe = no_duplicate_effect(timeline, _baseline({SEND: 2}), FLAGS, completed=True)
+    assert violations == []
+    assert [t.tool for t in unsafe] == ["send"]
+    # One conversation whose reply is fetched twice is still one request of the model.
+    again = _timeline(
+        *ask(1, "send to a", send), _effect(), ("crash", {"point": "after_tool_effect", "occurrence": 1}),
+        ("attempt", {}), *ask(2, "send to a", send), _effect(),
+    )
+    violations, _ = no_duplicate_effect(again, _baseline({SEND: 1}), FLAGS, completed=True)
+    assert "asked for it 1 time" in violations[0].message
+
+
 def test_the_same_repeat_is_the_agents_bug_when_a_durable_write_recorded_the_effect_first() -> None:
     timeline = _timeline(
         _response(("t1", "send", {"to": "a"})),
@@ -159,12 +191,28 @@ def test_iteration_monotone_fails_when_the_stored_iteration_goes_back() -> None:
     assert "went back from 3" in violation.message
 
 
+def test_each_checkpoint_of_an_agent_that_keeps_several_counts_its_own_iterations() -> None:
+    # A plan-and-execute agent: the plan in the task's checkpoint, each sub-task's
+    # conversation in a checkpoint of its own, each counting from 0.
+    def save(task: str, iteration: int, version: int) -> tuple[str, dict[str, Any]]:
+        return ("store_save", {**_save([GOAL], iteration, version)[1], "task_id": task})
+
+    ok = _timeline(save("t", 1, 1), save("t/sub-0", 0, 1), save("t/sub-0", 2, 2), save("t", 2, 2), save("t/sub-1", 0, 1))
+    assert iteration_monotone(ok) == []
+    bad = _timeline(save("t", 1, 1), save("t/sub-0", 2, 1), ("attempt", {}), save("t/sub-0", 1, 2))
+    [violation] = iteration_monotone(bad)
+    assert "went back from 2" in violation.message
+
+
 def test_the_budget_spans_restarts_allowing_one_turn_per_crash() -> None:
     turns = [_response() for _ in range(4)]
     crash = ("crash", {"point": "after_model_call", "occurrence": 1})
     assert iteration_monotone(_timeline(*turns, crash), budget=3) == []
     [violation] = iteration_monotone(_timeline(*turns), budget=3)
     assert "budget of 3" in violation.message
+    # A reply cut mid-stream was answered by the model: asked for again, it is a turn lost.
+    cut = ("api_fault", {"fault": "stream_disconnect", "index": 2})
+    assert iteration_monotone(_timeline(*turns, cut), budget=3) == []
 
 
 def test_asking_again_for_a_reply_the_checkpoint_holds_is_redone_work() -> None:
@@ -174,6 +222,19 @@ def test_asking_again_for_a_reply_the_checkpoint_holds_is_redone_work() -> None:
     # Asking for the reply that was lost (not in the checkpoint) is fine.
     lost = _timeline(_save([GOAL]), ("attempt", {}), ("model_request", {"index": 2, "messages": [GOAL]}))
     assert recorded_work_not_redone(lost) == []
+
+
+def test_a_second_conversation_like_the_first_is_not_redone_work_until_the_agent_reads_its_checkpoint() -> None:
+    # Plan-and-execute in one checkpoint: two sub-tasks alike, the first just finished and
+    # saved (history= finds its conversation), the second starts with the same message.
+    second = _timeline(_save([GOAL, USE, RESULT, ANSWER]), ("model_request", {"index": 3, "messages": [GOAL]}))
+    assert recorded_work_not_redone(second) == []
+    # The same request after the agent read its checkpoint again (a resume, or a reload)
+    # does ask for work the checkpoint holds.
+    for between in (("store_load", {"found": True, "version": 1, "iteration": 1}), ("attempt", {})):
+        again = _timeline(_save([GOAL, USE, RESULT, ANSWER]), between, ("model_request", {"index": 3, "messages": [GOAL]}))
+        [violation] = recorded_work_not_redone(again)
+        assert "asks again for reply 1" in violation.message
 
 
 def test_running_a_tool_whose_result_the_checkpoint_holds_is_redone_work() -> None:

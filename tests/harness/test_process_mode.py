@@ -169,6 +169,16 @@ def test_history_finds_an_own_state_agents_history_in_process_mode() -> None:
     assert report.examples == 3 and report.not_checkable == {}
 
 
+def test_an_agent_that_never_sets_the_checkpoint_status_completes_in_process_mode() -> None:
+    # Each return looks like a clean stop; the resume that finds nothing to do is the end.
+    report = fuzz(
+        "tests.harness.process_agents:own_status", TOOLS, mode="process", plans=[SEARCH],
+        fault_kinds=["before_tool_effect"], max_examples=2, seed=1, history=lambda cp: unwrap(cp),
+        database=InMemoryExampleDatabase(), unsafe_tools="ignore",
+    )
+    assert report.examples == 2
+
+
 def test_without_history_an_own_state_agent_is_not_checkable_in_process_mode(tmp_path: Path) -> None:
     ex = ProcessExecutor(OWN_STATE, TOOLS, store=f"sqlite:///{tmp_path / 's.db'}", budget=None, max_resumes=None, goal="g")
     try:

@@ -83,16 +83,14 @@ class Loop:
         else:
             self.cp = loaded
             self.history = self.read_history(loaded)
-            if loaded.status == "completed":
-                return loaded.final_answer or ""
+            done = self.finished(loaded)
+            if done is not None:
+                return done
             if self.iteration_resets:
                 self.cp.iteration = 0
             self.resume()
         while self.cp.iteration < self.max_iterations:
-            reply = self.client.messages.create(
-                model="zoo-agent", max_tokens=1024, messages=self.history, tools=self.tools.definitions()
-            )
-            content = [block.model_dump(mode="json", exclude_none=True) for block in reply.content]
+            content = self.reply()
             self.cp.iteration += 1
             self.history.append({"role": "assistant", "content": content})
             uses = tool_uses(content)
@@ -102,8 +100,19 @@ class Loop:
             self.answer(uses)
         raise RuntimeError("iteration budget exhausted")
 
+    def reply(self) -> list[dict[str, Any]]:
+        """The model's next reply to the history, as content blocks."""
+        reply = self.client.messages.create(
+            model="zoo-agent", max_tokens=1024, messages=self.history, tools=self.tools.definitions()
+        )
+        return [block.model_dump(mode="json", exclude_none=True) for block in reply.content]
+
     def before_load(self) -> None:
         """What the agent does before it looks at its checkpoint (count_tokens agents)."""
+
+    def finished(self, cp: Checkpoint) -> str | None:
+        """The answer of a completed task, ``None`` while it runs."""
+        return (cp.final_answer or "") if cp.status == "completed" else None
 
     def complete(self, answer: str) -> str:
         self.cp.status, self.cp.final_answer = "completed", answer

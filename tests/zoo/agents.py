@@ -16,6 +16,8 @@ design                      the twin's bug                     caught by
                             its checkpoint holds
 ``compacts``                keeps the last 3 messages, which   ``crash_free_run`` (its
                             cuts a tool_use from its result    requests are invalid)
+``streams``                 keeps a reply cut mid-stream as    ``same_answer``
+                            if it were whole
 ==========================  =================================  ===========================
 """
 
@@ -23,6 +25,9 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any
+
+import anthropic
+import httpx2
 
 from stores import Checkpoint, CheckpointStore
 
@@ -68,6 +73,51 @@ class OwnState(Loop):
 
     def write_history(self) -> None:
         self.cp.artifacts["session"] = {"turns": [{"who": m["role"], "said": m["content"]} for m in self.history]}
+
+
+class OwnStatus(OwnState):
+    """Keeps its completion in its own session too (``done``, ``answer``): it never sets
+    ``checkpoint.status``, which stays ``running``."""
+
+    def finished(self, cp: Checkpoint) -> str | None:
+        session = cp.artifacts.get("session", {})
+        return str(session["answer"]) if session.get("done") else None
+
+    def complete(self, answer: str) -> str:
+        self.write_history()
+        self.cp.artifacts["session"].update(done=True, answer=answer)
+        self.cp = self.store.save(self.cp)
+        return answer
+
+    def write_history(self) -> None:
+        done = self.cp.artifacts.get("session", {})
+        super().write_history()
+        self.cp.artifacts["session"].update({k: done[k] for k in ("done", "answer") if k in done})
+
+
+class Streams(Loop):
+    """Streams each reply (``messages.stream``). The SDK does not retry a stream it has
+    started to read: a reply cut short (the connection drops, or an ``error`` event) is
+    asked for again, from the start."""
+
+    #: Bug: keep what arrived before the cut as the reply.
+    keep_partial = False
+
+    def reply(self) -> list[dict[str, Any]]:
+        for attempt in range(4):
+            with self.client.messages.stream(
+                model="zoo-agent", max_tokens=1024, messages=self.history, tools=self.tools.definitions()
+            ) as stream:
+                try:
+                    message = stream.get_final_message()
+                except (httpx2.TransportError, anthropic.APIError) as exc:
+                    if isinstance(exc, anthropic.BadRequestError) or (attempt == 3 and not self.keep_partial):
+                        raise
+                    if not self.keep_partial:
+                        continue
+                    message = stream.current_message_snapshot  # BUG: a reply cut short
+            return [block.model_dump(mode="json", exclude_none=True) for block in message.content]
+        raise AssertionError("unreachable")
 
 
 def unwrap(cp: Checkpoint) -> list[dict[str, Any]]:
@@ -172,6 +222,7 @@ SOUND = {
     "own_state": agent(OwnState),
     "compacts": agent(Compacts),
     "gather": gather_agent,
+    "streams": agent(Streams),
 }
 
 TWINS = {
@@ -182,4 +233,5 @@ TWINS = {
     "own_state": agent(OwnState, reask_stored_reply=True),
     "compacts": agent(Compacts, keep=3),
     "gather": gather_no_intent,
+    "streams": agent(Streams, keep_partial=True),
 }

@@ -16,7 +16,8 @@ from hypothesis.database import InMemoryExampleDatabase
 from pytest_agentckpt.harness import NotCheckableWarning, OracleFailure, fuzz
 from tests.harness.toolkit import toolbox
 
-from .agents import SOUND, TWINS, AsyncToolbox, unwrap
+from ._base import agent
+from .agents import SOUND, TWINS, AsyncToolbox, OwnStatus, unwrap
 
 SEEDS = (1, 2, 3)
 #: Examples per fuzz run, given explicitly: a loaded Hypothesis profile's ``max_examples``
@@ -38,6 +39,7 @@ GLUE: dict[str, dict[str, Any]] = {
     "forgets_completion": {"ignore_oracles": ["completed_idempotent"]},
     "own_state": {"history": unwrap},
     "compacts": {},
+    "streams": {},
 }
 
 #: The oracle that catches each twin, and whether its bug needs a fault to show.
@@ -49,12 +51,14 @@ CAUGHT_BY: dict[str, tuple[str, bool]] = {
     "forgets_completion": ("iteration_monotone", True),
     "own_state": ("recorded_work_not_redone", True),
     "compacts": ("crash_free_run", False),  # and valid_sequence: it fails with no fault
+    "streams": ("same_answer", True),
 }
 
 
 def _fuzz(run: Callable[..., Any], design: str, seed: int, **extra: Any) -> Any:
-    # The sync designs take the fast client (they use only create and count_tokens of the SDK).
-    client = {} if design == "gather" else {"client": "direct"}
+    # The sync designs take the fast client (they use only create and count_tokens of the SDK);
+    # the streaming one needs the SDK.
+    client = {} if design in ("gather", "streams") else {"client": "direct"}
     return fuzz(
         run, _tools(design), seed=seed, database=InMemoryExampleDatabase(), unsafe_tools="ignore",
         max_examples=EXAMPLES, **{**client, **GLUE[design], **extra},
@@ -109,3 +113,14 @@ def test_an_agent_that_stops_on_a_store_failure_gets_advice_not_a_violation() ->
         unsafe_tools="ignore", fault_kinds=["store_outage"], max_examples=EXAMPLES,
     )
     assert any("retrying the outcome write" in a.describe() for a in report.advice), report.advice
+
+
+def test_an_agent_that_keeps_its_completion_in_its_own_state_passes() -> None:
+    # Its checkpoint's status stays "running": every return looks like a clean stop, and
+    # the resume that follows finds nothing to do and answers the same. That is done,
+    # not a crash-free run that "fails with no fault injected at all: None".
+    report = fuzz(
+        agent(OwnStatus), toolbox(), seed=1, database=InMemoryExampleDatabase(), unsafe_tools="ignore",
+        max_examples=60, history=unwrap,
+    )
+    assert report.stats.crashes > 0 and report.not_checkable == {}
