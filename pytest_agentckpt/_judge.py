@@ -206,7 +206,8 @@ class _Verdict:
         lead = self.oracles[0]
         examples = [Example(lead, self.plan, self.faults, _first(self, lead).message)]
         for other in others:
-            name = other.oracles[0]
+            # Its section is for the oracle it leads with (``oracles`` is in report order).
+            name = other.violations[0].oracle
             examples.append(Example(name, other.plan, other.faults, _first(other, name).message))
             report += (
                 f"\n\n=== also failed: {name} (its own smallest example) ===\n"

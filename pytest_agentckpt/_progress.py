@@ -38,6 +38,9 @@ class Progress:
     clock: Callable[[], float] = time.monotonic
     out: Sink | None = None
     started: float = field(default=0.0)
+    #: How many examples ran before the first failure, once there is one: from then on the
+    #: scenarios run shrink it and search for other oracles, past ``total``.
+    found_after: int | None = None
     _last: float | None = None
     _drawn: bool = False
 
@@ -58,10 +61,16 @@ class Progress:
             return
         self._last = now
         rate = done / elapsed if elapsed > 0 else 0.0
-        line = (
-            f"agentckpt: {self.name}: {done}/{self.total} examples, {crashes} crashes injected, "
-            f"{violations} violations so far, {rate:.1f} examples/s"
-        )
+        if self.found_after is None:
+            line = (
+                f"agentckpt: {self.name}: {done}/{self.total} examples, {crashes} crashes injected, "
+                f"{violations} violations so far, {rate:.1f} examples/s"
+            )
+        else:
+            line = (
+                f"agentckpt: {self.name}: failure found after {self.found_after} examples; shrinking it "
+                f"and searching for other oracles: {done} scenarios run, {rate:.1f}/s"
+            )
         try:
             out.write("\r" + line if out.live else line + "\n")
         except (OSError, ValueError):  # the writer went away (a closed stream): stay quiet

@@ -348,6 +348,7 @@ def _fuzz_with(
             remember(verdict)
             last_failed[:] = [verdict]
             first_failure[:] = first_failure or [local.scenarios]
+            progress.found_after = first_failure[0]
             raise verdict.failure(reproduce, found_after=first_failure[0])
 
     points_checked: list[int] = [0]
@@ -590,6 +591,7 @@ def _every_oracle(
         best = start
     if best is None:
         return failure
+    best = _led_by(best, lead)
     others: list[_Verdict] = []
     for oracle in sorted(smallest, key=_order):
         if oracle == lead:
@@ -597,7 +599,8 @@ def _every_oracle(
         if oracle in best.oracles and best.faults.size == 0:
             continue  # the lead example already shows it, with no fault at all
         smaller = _minimize(executor, budget, smallest[oracle], max_runs=max(runs // 4, 8), oracle=oracle)
-        others.append(smaller if smaller is not None else _led_by(smallest[oracle], oracle))
+        # Each section leads with the oracle it is for (a smaller example may break others first).
+        others.append(_led_by(smaller if smaller is not None else smallest[oracle], oracle))
     better = best.failure(reproduce, found_after=failure.found_after, minimized=True, others=others)
     for note in getattr(failure, "__notes__", ()):
         better.add_note(note)

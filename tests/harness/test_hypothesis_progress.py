@@ -42,6 +42,20 @@ def test_a_long_call_in_a_log_prints_a_line_every_few_seconds() -> None:
     assert "/600 examples, " in lines[-1] and "crashes injected, 0 violations so far, 10.0 examples/s" in lines[-1]
 
 
+def test_after_the_first_failure_the_line_says_what_the_scenarios_are_for() -> None:
+    # Shrinking and the search for other oracles run scenarios past the examples' total.
+    written: list[str] = []
+    clock = Clock()
+    progress = _progress.Progress("t::test", 50, clock=clock, out=_progress.Sink(written.append, False))
+    progress.found_after = 12
+    clock.now += 30.0
+    progress.tick(118, crashes=40, violations=9)
+    assert written == [
+        "agentckpt: t::test: failure found after 12 examples; shrinking it and searching for other "
+        "oracles: 118 scenarios run, 3.9/s\n"
+    ]
+
+
 def test_a_long_call_on_a_terminal_redraws_one_live_line_and_ends_it() -> None:
     written = _run(live=True, seconds=20.0, examples=200)
     assert len(written) > 10

@@ -280,3 +280,24 @@ def test_a_run_whose_counts_are_not_known_is_taken_to_reach_every_fault() -> Non
     outcome.counted = True
     assert not outcome.reaches(FaultPlan((CrashAt("after_tool_effect", 9),)))
     assert not outcome.reaches(FaultPlan())
+
+
+def test_an_also_failed_section_is_named_for_the_oracle_it_was_shrunk_for() -> None:
+    # The smallest example for no_duplicate_effect may break a more important oracle too;
+    # its section is still the no_duplicate_effect one, not a second valid_sequence.
+    from pytest_agentckpt._judge import _Verdict
+    from pytest_agentckpt._scenario import _Outcome
+    from pytest_agentckpt._search import _led_by
+    from pytest_agentckpt.oracles import Violation
+    from reference_agent.scripted import Plan
+
+    def verdict(*oracles: str) -> _Verdict:
+        outcome = _Outcome(Timeline(), completed=True, answer="a", error=None)
+        return _Verdict(Plan((), "a"), FaultPlan(), outcome, [Violation(o, f"{o} broke") for o in oracles], [], False)
+
+    lead = verdict("valid_sequence")
+    other = _led_by(verdict("valid_sequence", "no_duplicate_effect"), "no_duplicate_effect")
+    failure = lead.failure("reproduce: here", found_after=1, others=[other])
+    assert "=== also failed: no_duplicate_effect (its own smallest example) ===" in str(failure)
+    assert "=== also failed: valid_sequence" not in str(failure)
+    assert [e.oracle for e in failure.examples] == ["valid_sequence", "no_duplicate_effect"]
