@@ -425,6 +425,16 @@ class PlanModel:
         thinking = _thinking_enabled(request)
         for s, missing in self._missing(latest, won, succeeded):
             step = self.plan.steps[s]
+            if not _tools_allowed(request):
+                # tool_choice "none": Claude answers in text, and the plan waits for a
+                # request that lets it call tools.
+                names = ", ".join(call.name for _, call in missing)
+                return message_json(
+                    [{"type": "text", "text": f"Step {s + 1} of the plan still needs: {names}."}],
+                    model=model,
+                    stop_reason="end_turn",
+                    message_id=f"msg_{len(messages):04d}s{s}wait",
+                )
             blocks: list[dict[str, Any]] = []
             text_len = self._text_len[s]
             # The canonical JSON of the block list: brackets, commas, the blocks.
@@ -457,6 +467,16 @@ class PlanModel:
             stop_reason="end_turn",
             message_id=f"msg_{len(messages):04d}final",
         )
+
+
+def _tools_allowed(request: Mapping[str, Any]) -> bool:
+    """Whether the request lets the model call a tool: not with ``tool_choice`` ``none``.
+
+    (A request without ``tools`` still gets the plan's calls: tests of the fake API rely
+    on it, as scripted replies, not as what Claude would do.)
+    """
+    choice = request.get("tool_choice")
+    return not (isinstance(choice, Mapping) and choice.get("type") == "none")
 
 
 _ID_CACHE_SIZE = 4096

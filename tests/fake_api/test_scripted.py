@@ -355,3 +355,22 @@ def test_a_history_without_any_turn_of_the_model_starts_the_plan_over() -> None:
         {"path": "a"},
         {"path": "b"},
     ]
+
+
+def test_with_tool_choice_none_the_plan_waits_and_the_reply_is_text() -> None:
+    # An agent that asks for a summary with tools off gets text, as from Claude; the next
+    # request that allows tools gets the step's calls.
+    from reference_agent.offline import FakeMessagesAPI
+    from reference_agent.scripted import Plan, Step, ToolCall
+
+    api = FakeMessagesAPI(Plan((Step((ToolCall("search", {"query": "crash"}),)),), "done"))
+    client = api.client()
+    tools = [{"name": "search", "input_schema": {"type": "object", "properties": {"query": {"type": "string"}}}}]
+    messages = [{"role": "user", "content": "go"}]
+    off = client.messages.create(
+        model="m", max_tokens=64, messages=messages, tools=tools, tool_choice={"type": "none"}
+    )
+    assert [b.type for b in off.content] == ["text"] and off.stop_reason == "end_turn"
+    assert "search" in off.content[0].text
+    on = client.messages.create(model="m", max_tokens=64, messages=messages, tools=tools)
+    assert [b.type for b in on.content] == ["tool_use"] and on.content[0].name == "search"
