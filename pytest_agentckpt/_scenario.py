@@ -13,6 +13,7 @@ import inspect
 import itertools
 import json
 import os
+import sys
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -134,6 +135,18 @@ def _tool_flags(tools: Any) -> dict[str, ToolFlags]:
     return flags
 
 
+# The SDK's OpenTelemetry spans in the clients the harness makes, on CPython 3.11 and
+# earlier: none. An attempt that a ``Crash`` (a ``BaseException``) ends leaves the SDK's
+# generators, a ``tool_runner`` among them, suspended in reference cycles; the collector
+# finalizes them later, and their ``finally`` enters and leaves the runner's span, which
+# sets and resets a ``ContextVar``. Before 3.12 the collector runs inside whichever
+# allocation crosses its threshold, so that can happen midway through another
+# ``ContextVar.set`` or ``reset`` of the same context, which then reads the HAMT the
+# finalizer freed (CPython gh-148891): the interpreter crashes. Without spans those
+# finalizers set no ``ContextVar``; no verdict reads a span. 3.12 and later keep them.
+SDK_SPANS: Literal[False] | None = None if sys.version_info >= (3, 12) else False
+
+
 class _Router:
     """One SDK client for the whole fuzz call, routed to the current scenario's fake API.
 
@@ -177,6 +190,7 @@ class _Router:
                 api_key=FAKE_API_KEY,
                 base_url="http://agentckpt.fake",
                 http_client=httpx2.Client(transport=self._sync_transport),
+                open_telemetry=SDK_SPANS,
             )
         return self._client
 
@@ -191,6 +205,7 @@ class _Router:
             api_key=FAKE_API_KEY,
             base_url="http://agentckpt.fake",
             http_client=httpx2.AsyncClient(transport=self._async_transport),
+            open_telemetry=SDK_SPANS,
         )
 
 
