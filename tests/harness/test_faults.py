@@ -319,20 +319,29 @@ def test_a_scenario_leaves_no_garbage_cycles() -> None:
         crashes=(CrashAt("after_tool_effect", 1), CrashAt("after_checkpoint_write", 4)),
         api_faults=(ApiFault("overloaded", 2),),
     )
+    # Two scenarios measured one after the other: garbage made once (a cache some earlier
+    # test of the same worker left to fill) shows in the first only; a scenario's own
+    # cycles would show in both.
+    unreachable: list[list[str]] = []
     try:
         with instant_retries(0.0):
             ex.execute(PLAN, faults)  # the SDK client and the caches are made once
             gc.collect()
-            gc.disable()
-            try:
-                outcome = ex.execute(PLAN, faults)
-                unreachable = gc.collect()
-            finally:
-                gc.enable()
+            for _ in range(2):
+                gc.disable()
+                gc.set_debug(gc.DEBUG_SAVEALL)
+                try:
+                    outcome = ex.execute(PLAN, faults)
+                    gc.collect()
+                    unreachable.append(sorted({type(o).__name__ for o in gc.garbage}))
+                    gc.garbage.clear()
+                finally:
+                    gc.set_debug(0)
+                    gc.enable()
+                assert outcome.completed and outcome.crashes == 2
     finally:
         ex.close()
-    assert outcome.completed and outcome.crashes == 2
-    assert unreachable == 0
+    assert unreachable[-1] == [], unreachable
 
 
 def test_each_load_and_save_names_its_checkpoint_and_the_timeline_shows_it_when_there_are_several() -> None:
