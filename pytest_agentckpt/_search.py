@@ -536,7 +536,7 @@ def _search_on(
     what fails and raises nothing. Generation only, with its own seed (derived from the
     search's, so a seeded call stays reproducible) and no example database.
     """
-    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import Phase, given, settings
     from hypothesis import seed as hypothesis_seed
     from hypothesis.errors import Unsatisfiable
 
@@ -548,7 +548,6 @@ def _search_on(
             "max_examples": examples,
             "database": None,
             "phases": [Phase.generate],
-            "suppress_health_check": list(HealthCheck),
         }
     )
 
