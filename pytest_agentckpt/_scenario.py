@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from .faults import (
+    STREAM_FAULT_KINDS,
     Crash,
     FaultInjector,
     FaultPlan,
@@ -341,6 +342,8 @@ class _Outcome:
     #: (``counted``) only where every one of them is seen, the in-process run.
     store_ops: Counter[str] = field(default_factory=Counter)
     requests: int = 0
+    #: The indices of the requests that asked for a streamed reply (where ``counted``).
+    streamed: frozenset[int] = frozenset()
     counted: bool = False
     crashes: int = 0
     #: Why the scenario was stopped as a runaway, if it was.
@@ -351,15 +354,19 @@ class _Outcome:
 
         A run under ``faults`` is this run until its first fault fires; when no fault's
         occurrence is met here, none fires there. (Counts include the re-run of the
-        completed task, where nothing is injected: they can only say yes too often.)
-        Unknown counts (``counted`` false) say yes.
+        completed task, where nothing is injected: they can only say yes too often.) A
+        stream fault is met only on a request that streamed. Unknown counts (``counted``
+        false) say yes.
         """
         if not self.counted:
             return True
         hits, ops = self.hits, self.store_ops
         return (
             any(crash.occurrence <= hits[crash.point] for crash in faults.crashes)
-            or any(fault.request <= self.requests for fault in faults.api_faults)
+            or any(
+                fault.request in self.streamed if fault.kind in STREAM_FAULT_KINDS else fault.request <= self.requests
+                for fault in faults.api_faults
+            )
             or any(fault.occurrence <= ops[fault.operation] for fault in faults.store_faults)
         )
 
@@ -507,6 +514,7 @@ class _Executor:
         outcome.hits = injector.hits
         outcome.store_ops = injector.store_ops
         outcome.requests = injector.requests
+        outcome.streamed = frozenset(injector.streamed)
         outcome.counted = True
         outcome.crashes = injector.crashes
         return outcome

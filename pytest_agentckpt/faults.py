@@ -323,6 +323,8 @@ class FaultInjector:
         self._last_request: Any = None
         self._calls_since_response = 0
         self._request_index = 0
+        #: The indices of the model requests that asked for a streamed reply.
+        self.streamed: set[int] = set()
         #: Where API faults go: the fake API's ``fail_next`` (set by the harness).
         self.api_sink: Callable[[str], None] | None = None
         #: Stop at the first tool error (the crash-free run of a plan).
@@ -404,8 +406,11 @@ class FaultInjector:
                 messages=messages,
                 thinking=isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive"),
             )
+            streamed = _streamed(body)
+            if streamed:
+                self.streamed.add(self._request_index)
             fault = self._api_faults.pop(self._request_index, None)
-            if fault is not None and fault.kind in STREAM_FAULT_KINDS and not _streamed(body):
+            if fault is not None and fault.kind in STREAM_FAULT_KINDS and not streamed:
                 fault = None  # only a streamed reply can be cut short
             if fault is not None and self.api_sink is not None:
                 # The fake takes its queued fault after the hooks: it hits this request.

@@ -36,6 +36,7 @@ from .faults import (  # noqa: E402
     FAULT_KINDS,
     FAULT_POINTS,
     STORE_FAULT_KINDS,
+    STREAM_FAULT_KINDS,
     ApiFault,
     CrashAt,
     FaultPlan,
@@ -313,9 +314,14 @@ def fault_plans(
     max_occurrence: int = 6,
     max_api_faults: int = 1,
     max_store_faults: int = 1,
+    streamed: bool = False,
 ) -> st.SearchStrategy[FaultPlan]:
     """Fault plans: up to ``max_crashes`` crashes at the points in ``kinds``, plus API and
     store faults of the kinds in ``kinds``. Shrinks to fewer faults, earlier occurrences.
+
+    ``streamed``: the agent asks for streamed replies, so half of the API faults are drawn
+    from the kinds that cut a stream short (``stream_disconnect``, ``stream_error``),
+    rather than two kinds in eight. (They do nothing to a request that does not stream.)
 
     >>> from hypothesis import find
     >>> find(fault_plans(kinds=["after_tool_effect"]), lambda p: p.crashes).describe()
@@ -332,7 +338,12 @@ def fault_plans(
     store = [k for k in STORE_FAULT_KINDS if k in chosen]
     occurrence = st.integers(1, max_occurrence)
     crash = st.builds(CrashAt, st.sampled_from(points), occurrence) if points else None
-    api_fault = st.builds(ApiFault, st.sampled_from(api), occurrence) if api else None
+    stream = [k for k in api if k in STREAM_FAULT_KINDS]
+    whole = [k for k in api if k not in STREAM_FAULT_KINDS]
+    api_kind = st.sampled_from(api) if api else None
+    if streamed and stream and whole:
+        api_kind = st.one_of(st.sampled_from(stream), st.sampled_from(whole))
+    api_fault = st.builds(ApiFault, api_kind, occurrence) if api_kind is not None else None
     # A load happens once per attempt: 2 and 3 are the loads of the first resumes, the
     # interesting ones (sampled, not integers(), so they are drawn as often as 1). An
     # outage on load is its own branch: it is what finds "a load error means no checkpoint".

@@ -140,6 +140,32 @@ def test_fault_plans_use_only_the_chosen_kinds_and_always_hold_a_fault(plan: Fau
     assert plan.api_faults == () and plan.store_faults == ()
 
 
+def _stream_share(streamed: bool) -> float:
+    from hypothesis import HealthCheck
+    from hypothesis import seed as hypothesis_seed
+    from hypothesis.database import InMemoryExampleDatabase
+
+    from pytest_agentckpt.faults import STREAM_FAULT_KINDS
+
+    kinds: list[str] = []
+
+    @hypothesis_seed(7)
+    @settings(max_examples=400, database=InMemoryExampleDatabase(), suppress_health_check=list(HealthCheck))
+    @given(fault_plans(streamed=streamed))
+    def draw(plan: FaultPlan) -> None:
+        kinds.extend(f.kind for f in plan.api_faults)
+
+    draw()
+    assert len(kinds) >= 50
+    return sum(k in STREAM_FAULT_KINDS for k in kinds) / len(kinds)
+
+
+def test_for_an_agent_that_streams_half_of_the_api_faults_cut_a_stream_short() -> None:
+    # Two kinds in eight otherwise: too few for a streaming agent's handling of a cut reply.
+    assert _stream_share(streamed=True) > 0.4
+    assert _stream_share(streamed=False) < 0.35
+
+
 def test_fault_plans_reject_unknown_kinds() -> None:
     with pytest.raises(ValueError, match="kinds: unknown"):
         fault_plans(kinds=["meteor_strike"])

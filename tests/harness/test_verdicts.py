@@ -272,6 +272,33 @@ def test_faults_the_crash_free_run_never_reaches_are_judged_on_that_run_without_
     executor.close()
 
 
+def test_a_stream_fault_reaches_only_a_request_that_streamed() -> None:
+    from pytest_agentckpt._scenario import _Outcome
+    from pytest_agentckpt.faults import ApiFault
+
+    outcome = _Outcome(Timeline(), completed=True, answer="a", error=None)
+    outcome.counted, outcome.requests, outcome.streamed = True, 3, frozenset({2})
+    assert not outcome.reaches(FaultPlan(api_faults=(ApiFault("stream_disconnect", 1),)))
+    assert outcome.reaches(FaultPlan(api_faults=(ApiFault("stream_error", 2),)))
+    assert outcome.reaches(FaultPlan(api_faults=(ApiFault("disconnect", 1),)))
+
+
+def test_the_crash_free_run_records_which_requests_streamed() -> None:
+    from pytest_agentckpt._scenario import _Executor
+    from reference_agent.scripted import Plan, Step, ToolCall
+    from tests.zoo.agents import SOUND
+
+    plan = Plan((Step((ToolCall("send_email", {"to": "ann"}),)),), "answer a")
+    streams = _Executor(SOUND["streams"], toolbox(), store=None, budget=None, max_resumes=None, goal="g")
+    _, clean = streams.baseline(plan)
+    assert clean.requests >= 2 and clean.streamed == frozenset(range(1, clean.requests + 1))
+    streams.close()
+    executor, _ = _counting_executor()
+    _, clean = executor.baseline(plan)
+    assert clean.requests >= 2 and clean.streamed == frozenset()
+    executor.close()
+
+
 def test_a_run_whose_counts_are_not_known_is_taken_to_reach_every_fault() -> None:
     from pytest_agentckpt._scenario import _Outcome
 
