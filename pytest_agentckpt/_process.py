@@ -330,7 +330,8 @@ class ProcessExecutor:
                     current["process"] = process
                     process.start()
                     process.join(ATTEMPT_TIMEOUT)
-                    if process.exitcode is None:
+                    hung = process.exitcode is None
+                    if hung:
                         process.kill()
                         process.join()
                     current.pop("process", None)
@@ -341,6 +342,15 @@ class ProcessExecutor:
                     code = process.exitcode
                     if runaway:
                         return "runaway", runaway[0]
+                    if hung:
+                        # Killed by the harness, not by a fault: not a crash to resume from.
+                        detail = (
+                            f"the attempt did not finish within {ATTEMPT_TIMEOUT:g} s and was killed: the "
+                            "agent or one of its tools hangs (waiting on input, a lock or a "
+                            "server that does not answer, or a retry loop without a bound)"
+                        )
+                        timeline.add("attempt_end", outcome="hung", detail=detail)
+                        return "hung", detail
                     if code == -signal.SIGKILL:
                         crash_seen = injector.crashes + sum(1 for e in new if e.kind == "crash")
                         timeline.add("attempt_end", outcome="crash", detail="SIGKILL")
@@ -364,6 +374,10 @@ class ProcessExecutor:
                         break
                     if kind == "infeasible":
                         outcome.infeasible = outcome.error = str(value)
+                        break
+                    if kind == "hung":
+                        # Resuming would wait as long again, and find the same hang.
+                        outcome.error = str(value)
                         break
                     if kind == "error":
                         outcome.error = str(value)

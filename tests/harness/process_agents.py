@@ -37,6 +37,15 @@ class _NeverAcceptsTheAnswer:
         return getattr(self._client, name)
 
 
+def hangs_on_resume(task_id: str, goal: str, *, client: Any, store: CheckpointStore, tools: Any) -> str:
+    """The reference agent, except that a resumed run hangs (as on a lock a dead process held)."""
+    import time
+
+    if store.load(task_id) is not None:
+        time.sleep(3600)
+    return reference(task_id, goal, client=client, store=store, tools=tools)
+
+
 def runaway_after_resume(task_id: str, goal: str, *, client: Any, store: CheckpointStore, tools: Any) -> str:
     """The reference agent, but once resumed it loops on the model forever (a runaway)."""
     before = store.load(task_id)

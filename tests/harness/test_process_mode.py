@@ -140,6 +140,29 @@ def test_a_runaway_after_a_resume_is_stopped_by_the_request_budget(tmp_path: Pat
     assert sound.runaway is None and sound.completed
 
 
+def test_an_attempt_that_hangs_is_reported_as_a_hang_not_resumed_as_a_crash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Killed by the attempt timeout, the child dies by SIGKILL as at an injected crash: it
+    # was taken for one and resumed into the same hang, a timeout each time.
+    monkeypatch.setattr(_process, "ATTEMPT_TIMEOUT", 3.0)
+    ex = ProcessExecutor(
+        "tests.harness.process_agents:hangs_on_resume", TOOLS, store=f"sqlite:///{tmp_path / 'hang.db'}",
+        budget=None, max_resumes=None, goal="g",
+    )
+    try:
+        start = time.monotonic()
+        verdict = _evaluate(ex, ONE_STEP, FaultPlan((CrashAt("after_tool_effect", 1),)), None)
+        elapsed = time.monotonic() - start
+    finally:
+        ex.close()
+    outcome = verdict.outcome
+    assert [e.data["outcome"] for e in outcome.timeline.of("attempt_end")] == ["crash", "hung"]
+    assert outcome.crashes == 1 and not outcome.completed
+    assert elapsed < 2 * 3.0 + 20  # one timeout, not one per resume
+    found = {v.oracle: v.message for v in verdict.violations}
+    assert "did not finish within 3 s" in found["resumes_to_completion"], found
+    assert "hangs" in found["resumes_to_completion"]
+
+
 def test_a_runaway_agent_is_reported_once_with_its_plan_as_in_memory_mode() -> None:
     heads = {}
     for mode in ("memory", "process"):
