@@ -19,6 +19,7 @@ from .oracles import (
     CHECKS,
     HISTORY_ORACLES,
     ORACLES,
+    SAVED_STATE_ORACLES,
     Advice,
     Baseline,
     ToolFlags,
@@ -29,6 +30,7 @@ from .oracles import (
     history_not_found,
     iteration_monotone,
     no_duplicate_effect,
+    nothing_saved,
     recorded_work_not_redone,
     same_answer,
     valid_sequence,
@@ -116,6 +118,9 @@ def _judge(
         violations += recorded_work_not_redone(main)
     else:
         not_checkable.update({name: missing for name in HISTORY_ORACLES if name not in ignored})
+    unsaved = nothing_saved(main)
+    if unsaved is not None:
+        not_checkable.update({name: unsaved for name in SAVED_STATE_ORACLES if name not in ignored})
     if outcome.rerun_from is not None:
         violations += completed_idempotent(
             outcome.timeline.events[outcome.rerun_from :], outcome.rerun_answer, outcome.answer
@@ -153,7 +158,7 @@ def _crash_free_failure(outcome: _Outcome) -> list[Violation]:
             0,
             Violation(
                 "crash_free_run",
-                f"the agent fails with no fault injected at all: {outcome.error}",
+                f"the agent fails with no fault injected at all: {outcome.error}{_fitting_hint(outcome.error)}",
             ),
         )
     elif outcome.rerun_from is not None:
@@ -161,6 +166,25 @@ def _crash_free_failure(outcome: _Outcome) -> list[Violation]:
             outcome.timeline.events[outcome.rerun_from :], outcome.rerun_answer, outcome.answer
         )
     return found
+
+
+#: The SDK's refusal of a non-streaming request whose max_tokens may take over 10 minutes,
+#: made only on a client left at the default timeout.
+_LONG_REQUEST = "Streaming is required for operations that may take longer than 10 minutes"
+
+
+def _fitting_hint(error: str | None) -> str:
+    """What to change in the glue, for a crash-free failure that comes from the client
+    fuzz hands the agent rather than from the agent."""
+    if error is not None and _LONG_REQUEST in error:
+        return (
+            ". The SDK refuses a non-streaming request with this max_tokens on a client left "
+            "at its default timeout, which the client fuzz hands your agent is. If the client "
+            "your agent makes in production sets a timeout (LangChain's ChatAnthropic sets "
+            "timeout=None), give the fuzz client the same options: "
+            "client.with_options(timeout=None, max_retries=...)"
+        )
+    return ""
 
 
 def _order(name: str) -> int:

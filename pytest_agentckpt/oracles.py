@@ -473,6 +473,24 @@ def history_not_found(timeline: Timeline) -> str | None:
     )
 
 
+#: The oracles that read what the agent saved through the store it is given.
+SAVED_STATE_ORACLES: tuple[str, ...] = ("recorded_work_not_redone", "iteration_monotone")
+
+
+def nothing_saved(timeline: Timeline) -> str | None:
+    """Why the oracles that read the agent's saves had nothing to read, or ``None``: the
+    agent asked the model but saved no checkpoint through the store it was given (its
+    state lives elsewhere, say in a framework's own checkpointer, or nowhere)."""
+    if timeline.of("store_save") or not timeline.of("model_request"):
+        return None
+    return (
+        "the agent saved no checkpoint through the store fuzz handed it, so there was no "
+        "recorded work or iteration count to read (an agent whose framework keeps its own "
+        "checkpoints, such as a LangGraph checkpointer, is judged by its effects, answers "
+        "and requests only). Save the state through `store` to have these checked"
+    )
+
+
 # -- 3 ---------------------------------------------------------------------------------
 def same_answer(answer: str | None, baseline: Baseline, *, completed: bool) -> list[Violation]:
     """A completed run's answer equals the crash-free answer."""
