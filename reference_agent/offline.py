@@ -772,8 +772,12 @@ class FakeMessagesAPI:
         if fault is not None and fault.kind == "max_tokens":
             limit = request.get("max_tokens")
             message = max_tokens_reply(message, limit if isinstance(limit, int) else None)
-            with self._lock:
-                self._paused.add(_content_shape(message.get("content")))
+            blocks = message.get("content") or ()
+            if not any(b.get("type") == "tool_use" for b in blocks):
+                # A cut text may come back as a prefill to be continued; a cut tool call
+                # may not (it has no result), as with the API.
+                with self._lock:
+                    self._paused.add(_content_shape(blocks))
         threaded = is_threaded(request)
         if threaded and isinstance(message.get("id"), str) and message["id"] in self.threads:
             # Thread state is kept by reply id: two replies may not share one.

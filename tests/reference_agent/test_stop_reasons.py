@@ -140,3 +140,38 @@ def test_the_default_fault_kinds_leave_the_twin_alone() -> None:
     # Opt-in: an agent that never meant to handle max_tokens keeps its verdict.
     report = _fuzz(stop_agent(cut="ignore"))
     assert report.examples > 0
+
+
+def _with_submit(plan: Plan) -> Plan:
+    return Plan(plan.steps, plan.final_answer, final_call=ToolCall("submit", {"answer": plan.final_answer}))
+
+
+def test_forcing_agents_pass_over_drawn_plans() -> None:
+    # A forced submit(answer: str) needs nothing of the plans; tool_choice "any" on every
+    # request needs a final call, which a map over the drawn plans gives them.
+    from pytest_agentckpt.strategies import plans
+
+    box = tools()
+    kinds = ["max_tokens", "after_tool_effect", "between_parallel_tools", "before_model_call"]
+    for run, drawn in [
+        (stop_agent(finish="submit"), None),
+        (stop_agent(finish="any", parallel=False), plans(box).map(_with_submit)),
+    ]:
+        report = fuzz(
+            run, box, plans=drawn, fault_kinds=kinds, max_examples=15, seed=2,
+            database=InMemoryExampleDatabase(), unsafe_tools="ignore",
+        )
+        assert report.examples == 15
+
+
+def test_a_budget_that_does_not_count_the_cut_turn_is_a_false_alarm_until_the_oracle_counts_it() -> None:
+    # The agent's budget counts the replies it could use (a cut one it asks again for is
+    # not one): 3 for PLAN. iteration_monotone allows the budget plus the turns lost to
+    # crashes and to lost or cut-off streams, and does not count a reply cut by
+    # max_tokens yet. When it does (max_tokens in its lost-turn kinds), this is [].
+    executor = _Executor(stop_agent(cut="retry"), tools(), store=None, budget=3, max_resumes=None, goal="pay ann")
+    try:
+        violations = _evaluate(executor, PLAN, _cut(2), 3).violations
+    finally:
+        executor.close()
+    assert [v.oracle for v in violations] == ["iteration_monotone"]
