@@ -626,7 +626,8 @@ def _finished_mismatch(choice: _ToolChoice, final: ToolCall | None) -> str:
 
 def _single_string_argument(tools: Any, name: str) -> str | None:
     """The one string property of tool ``name``'s ``input_schema`` in ``tools``, if it
-    has exactly one property, or exactly one required property, of type string."""
+    has exactly one property, or exactly one required property, of type string that
+    admits any text (no ``enum``, ``const`` or ``pattern``)."""
     if not isinstance(tools, list):
         return None
     for tool in tools:
@@ -640,7 +641,8 @@ def _single_string_argument(tools: Any, name: str) -> str | None:
         names = list(properties) if len(properties) == 1 else list(required or ())
         if len(names) == 1:
             prop = properties.get(names[0])
-            if isinstance(prop, Mapping) and prop.get("type") == "string":
+            free = isinstance(prop, Mapping) and not {"enum", "const", "pattern"} & set(prop)
+            if free and isinstance(prop, Mapping) and prop.get("type") == "string":
                 return str(names[0])
         return None
     return None

@@ -245,3 +245,12 @@ def test_default_fault_plans_never_draw_max_tokens(plan: Any) -> None:
 @given(fault_plans(kinds=["max_tokens"], max_crashes=0))
 def test_fault_plans_draw_max_tokens_when_named(plan: Any) -> None:
     assert [f.kind for f in plan.api_faults] in ([], ["max_tokens"])
+
+
+def test_a_forced_tool_whose_one_string_is_an_enum_does_not_get_the_final_answer() -> None:
+    # The final answer would not be a valid input: the plan must say what to call.
+    model = PlanModel(PLAN)
+    tools = [{"name": "rate", "input_schema": {"type": "object", "properties": {"grade": {"type": "string", "enum": ["a", "b"]}}}}]
+    with pytest.raises(PlanMismatchError, match="the tool 'rate'"):
+        model.respond({"model": "m", "max_tokens": 8, "messages": _done(model), "tools": tools,
+                       "tool_choice": {"type": "tool", "name": "rate"}})
