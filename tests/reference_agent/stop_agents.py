@@ -130,3 +130,8 @@ def stop_agent(*, cut: str = "retry", finish: str = "text", parallel: bool = Tru
 
     run.__qualname__ = f"stop_agent_{cut}_{finish}_{'parallel' if parallel else 'serial'}"
     return run
+
+
+# Importable by name, for process mode.
+retry_agent = stop_agent(cut="retry")
+ignoring_twin = stop_agent(cut="ignore")

@@ -11,6 +11,7 @@ without a false alarm.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -175,3 +176,21 @@ def test_a_budget_that_does_not_count_the_cut_turn_is_a_false_alarm_until_the_or
     finally:
         executor.close()
     assert [v.oracle for v in violations] == ["iteration_monotone"]
+
+
+def test_in_process_mode_the_cut_reply_reaches_the_child_and_the_twin_is_caught(tmp_path: Path) -> None:
+    # The fake serves a child process over HTTP: the cut reply crosses the wire as JSON.
+    from pytest_agentckpt._process import ProcessExecutor
+
+    box = "tests.reference_agent.test_stop_reasons:tools"
+    found = {}
+    for name in ("retry_agent", "ignoring_twin"):
+        executor = ProcessExecutor(
+            f"tests.reference_agent.stop_agents:{name}", box, store=f"sqlite:///{tmp_path / name}.db",
+            budget=None, max_resumes=None, goal="pay ann",
+        )
+        try:
+            found[name] = [v.oracle for v in _evaluate(executor, PLAN, _cut(2), None).violations]  # type: ignore[arg-type]
+        finally:
+            executor.close()
+    assert found == {"retry_agent": [], "ignoring_twin": ["no_duplicate_effect"]}
