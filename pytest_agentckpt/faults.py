@@ -69,8 +69,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "API_FAULT_KINDS",
+    "DEFAULT_FAULT_KINDS",
     "FAULT_KINDS",
     "FAULT_POINTS",
+    "OPT_IN_FAULT_KINDS",
     "STORE_FAULT_KINDS",
     "STREAM_FAULT_KINDS",
     "ApiFault",
@@ -116,12 +118,19 @@ ApiFaultKind = Literal[
     "lost_response",
     "stream_disconnect",
     "stream_error",
+    "max_tokens",
 ]
 API_FAULT_KINDS: tuple[ApiFaultKind, ...] = get_args(ApiFaultKind)
 """API faults, injected through the fake Messages API."""
 
 #: API faults that cut a streamed reply short: the SDK does not retry them, the agent must.
 STREAM_FAULT_KINDS: frozenset[str] = frozenset({"stream_disconnect", "stream_error"})
+
+#: Fault kinds injected only when ``fault_kinds`` names them: ``max_tokens`` (a reply cut
+#: by the token limit, ``stop_reason: "max_tokens"``) tests how an agent handles a stop
+#: reason, which not every agent means to, so default verdicts and seeded draws stay as
+#: they were without it.
+OPT_IN_FAULT_KINDS: frozenset[str] = frozenset({"max_tokens"})
 
 StoreFaultKind = Literal["store_outage", "slow_store"]
 STORE_FAULT_KINDS: tuple[StoreFaultKind, ...] = get_args(StoreFaultKind)
@@ -130,6 +139,10 @@ STORE_FAULT_KINDS: tuple[StoreFaultKind, ...] = get_args(StoreFaultKind)
 FaultKind = FaultPoint | ApiFaultKind | StoreFaultKind
 FAULT_KINDS: tuple[str, ...] = FAULT_POINTS + API_FAULT_KINDS + STORE_FAULT_KINDS
 """Every name ``fuzz(fault_kinds=...)`` accepts."""
+
+DEFAULT_FAULT_KINDS: tuple[str, ...] = tuple(k for k in FAULT_KINDS if k not in OPT_IN_FAULT_KINDS)
+"""The kinds ``fuzz`` injects when ``fault_kinds`` is not given: all but
+:data:`OPT_IN_FAULT_KINDS`. Add one with ``fault_kinds=[*DEFAULT_FAULT_KINDS, "max_tokens"]``."""
 
 
 class PlanInfeasible(BaseException):
@@ -178,7 +191,10 @@ class ApiFault:
     dropped connection and retries). ``stream_disconnect`` / ``stream_error``: the model
     answers, and its streamed reply is cut after a few events (the connection drops, or an
     ``error`` event comes); the SDK does not retry a stream it has started to read. Only a
-    streamed request can be cut: on any other, they inject nothing.
+    streamed request can be cut: on any other, they inject nothing. ``max_tokens``
+    (opt-in, see :data:`OPT_IN_FAULT_KINDS`): the model answers, and its reply, streamed
+    or not, arrives cut by the token limit with ``stop_reason: "max_tokens"``; the agent
+    must not run its cut tool call nor take its cut text for the answer.
     """
 
     kind: ApiFaultKind
@@ -426,14 +442,21 @@ class FaultInjector:
             status, payload = _response_parts(body)
             tool_uses = []
             text = ""
+            stop_reason = None
             if isinstance(payload, dict):
+                stop_reason = payload.get("stop_reason")
                 for block in payload.get("content") or ():
                     if block.get("type") == "tool_use":
                         tool_uses.append((block.get("id"), block.get("name"), block.get("input")))
                     elif block.get("type") == "text":
                         text += block.get("text", "")
             self.timeline.add(
-                "model_response", index=self._request_index, status=status, tool_uses=tool_uses, text=text
+                "model_response",
+                index=self._request_index,
+                status=status,
+                tool_uses=tool_uses,
+                text=text,
+                stop_reason=stop_reason,
             )
             if status == 200:
                 self._calls_since_response = 0
@@ -953,9 +976,15 @@ def plan_crash_points(plan: FaultPlan) -> Sequence[FaultPoint]:
 
 
 def parse_fault_kinds(kinds: Iterable[str] | None) -> frozenset[str]:
-    """Validate ``fault_kinds``: every name must be a fault point, API fault or store fault."""
+    """Validate ``fault_kinds``: every name must be a fault point, API fault or store fault.
+
+    ``None``: :data:`DEFAULT_FAULT_KINDS` (the opt-in kinds only when named).
+
+    >>> "max_tokens" in parse_fault_kinds(None), "max_tokens" in parse_fault_kinds(["max_tokens"])
+    (False, True)
+    """
     if kinds is None:
-        return frozenset(FAULT_KINDS)
+        return frozenset(DEFAULT_FAULT_KINDS)
     if isinstance(kinds, str):
         kinds = [kinds]
     chosen = frozenset(kinds)

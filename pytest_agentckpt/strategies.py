@@ -33,8 +33,10 @@ from hypothesis import strategies as st  # noqa: E402
 
 from .faults import (  # noqa: E402
     API_FAULT_KINDS,
+    DEFAULT_FAULT_KINDS,
     FAULT_KINDS,
     FAULT_POINTS,
+    OPT_IN_FAULT_KINDS,
     STORE_FAULT_KINDS,
     STREAM_FAULT_KINDS,
     ApiFault,
@@ -317,7 +319,8 @@ def fault_plans(
     streamed: bool = False,
 ) -> st.SearchStrategy[FaultPlan]:
     """Fault plans: up to ``max_crashes`` crashes at the points in ``kinds``, plus API and
-    store faults of the kinds in ``kinds``. Shrinks to fewer faults, earlier occurrences.
+    store faults of the kinds in ``kinds`` (default: ``DEFAULT_FAULT_KINDS``, every kind
+    but the opt-in ones). Shrinks to fewer faults, earlier occurrences.
 
     ``streamed``: the agent asks for streamed replies, so half of the API faults are drawn
     from the kinds that cut a stream short (``stream_disconnect``, ``stream_error``),
@@ -327,7 +330,7 @@ def fault_plans(
     >>> find(fault_plans(kinds=["after_tool_effect"]), lambda p: p.crashes).describe()
     'crash at after_tool_effect #1'
     """
-    chosen = set(FAULT_KINDS if kinds is None else kinds)
+    chosen = set(DEFAULT_FAULT_KINDS if kinds is None else kinds)
     unknown = sorted(chosen - set(FAULT_KINDS))
     if unknown:
         raise ValueError(f"kinds: unknown {unknown}; choose from {', '.join(FAULT_KINDS)}")
@@ -479,7 +482,8 @@ def _register_types() -> None:
     """``st.from_type`` for the fault types (and ``Plan``, if already imported)."""
     st.register_type_strategy(FaultPlan, fault_plans())
     st.register_type_strategy(CrashAt, st.builds(CrashAt, st.sampled_from(FAULT_POINTS), st.integers(1, 6)))
-    st.register_type_strategy(ApiFault, st.builds(ApiFault, st.sampled_from(API_FAULT_KINDS), st.integers(1, 6)))
+    default_api = [k for k in API_FAULT_KINDS if k not in OPT_IN_FAULT_KINDS]
+    st.register_type_strategy(ApiFault, st.builds(ApiFault, st.sampled_from(default_api), st.integers(1, 6)))
     st.register_type_strategy(
         StoreFault,
         st.builds(StoreFault, st.sampled_from(STORE_FAULT_KINDS), st.sampled_from(["load", "save"]), st.integers(1, 6)),

@@ -59,7 +59,14 @@ from .offline_streams import (
     sse_events,
 )
 from .offline_threads import THREADS_BETA, Resolved, ThreadError, ThreadStore, is_threaded
-from .scripted import CannedModel, Plan, PlanModel, ScriptedModel, signature_matches
+from .scripted import (
+    CannedModel,
+    Plan,
+    PlanModel,
+    ScriptedModel,
+    max_tokens_reply,
+    signature_matches,
+)
 from .validation import InvalidHistoryError, RequestValidator, validate_messages
 
 if TYPE_CHECKING:
@@ -94,9 +101,15 @@ FAKE_API_KEY = "sk-ant-offline-fake"
 #: - ``stream_disconnect``: a streamed reply's connection drops after ``after_events``
 #:   events (``httpx2.RemoteProtocolError`` while the SDK reads the stream);
 #: - ``stream_error``: a streamed reply sends an ``error`` event (``overloaded_error``)
-#:   after ``after_events`` events, as the API does when it is overloaded mid-stream.
+#:   after ``after_events`` events, as the API does when it is overloaded mid-stream;
+#: - ``max_tokens``: the model's reply reaches the request's ``max_tokens``: it arrives
+#:   cut short with ``stop_reason: "max_tokens"``
+#:   (:func:`~reference_agent.scripted.max_tokens_reply`: the last tool call loses its
+#:   last argument, or the text its second half). The cut reply may be sent back as a
+#:   prefill to be continued, as the API allows.
 #:
-#: The two stream faults wait for the next *streaming* generation; other requests pass.
+#: The two stream faults wait for the next *streaming* generation, and ``max_tokens`` for
+#: the next generation; other requests pass.
 FaultKind = Literal[
     "rate_limit",
     "server_error",
@@ -107,9 +120,12 @@ FaultKind = Literal[
     "lost_response",
     "stream_disconnect",
     "stream_error",
+    "max_tokens",
 ]
 _FAULT_KINDS: frozenset[str] = frozenset(get_args(FaultKind))
 _STREAM_FAULTS = frozenset({"stream_disconnect", "stream_error"})
+# Faults that shape the model's reply instead of failing the request.
+_REPLY_FAULTS = frozenset({"lost_response", "max_tokens", *_STREAM_FAULTS})
 _STATUS_FAULTS: dict[str, tuple[int, str, str]] = {
     "rate_limit": (
         429,
@@ -277,7 +293,8 @@ class FakeMessagesAPI:
         self.api_key_required = api_key_required
         self.allow_prefill = allow_prefill
         self.cache_min_tokens = cache_min_tokens
-        # Replies sent with stop_reason "pause_turn", by the shape of their content.
+        # Replies sent with stop_reason "pause_turn" or cut by a max_tokens fault, by the
+        # shape of their content: sent back as the last message, they are continued.
         self._paused: set[tuple[tuple[str, str], ...]] = set()
         #: Every exchange, in the order the answers were built.
         self.exchanges: list[Exchange] = []
@@ -642,6 +659,8 @@ class FakeMessagesAPI:
                     and not (generation and stream)
                 ):
                     fault = None  # a stream fault waits for a streaming generation
+                elif fault is not None and fault.kind == "max_tokens" and not generation:
+                    fault = None  # a cut reply waits for a generation
                 elif fault is not None:
                     self._faults.popleft()
             if fault is not None and fault.kind in _STATUS_FAULTS:
@@ -651,7 +670,7 @@ class FakeMessagesAPI:
                     extra["retry-after-ms"] = str(max(1, round(fault.retry_after * 1000)))
                     extra["retry-after"] = str(max(1, round(fault.retry_after)))
                 return finish(error(status, kind, text, headers=extra), fault=fault.kind)
-            if fault is not None and fault.kind not in ("lost_response", *_STREAM_FAULTS):
+            if fault is not None and fault.kind not in _REPLY_FAULTS:
                 return finish(
                     Reply(0, b"", base_headers, drop=fault.kind),
                     fault=fault.kind,
@@ -750,6 +769,15 @@ class FakeMessagesAPI:
                 headers={"x-should-retry": "false"},
             )
             return finish(reply, model_called=True)
+        if fault is not None and fault.kind == "max_tokens":
+            limit = request.get("max_tokens")
+            message = max_tokens_reply(message, limit if isinstance(limit, int) else None)
+            blocks = message.get("content") or ()
+            if not any(b.get("type") == "tool_use" for b in blocks):
+                # A cut text may come back as a prefill to be continued; a cut tool call
+                # may not (it has no result), as with the API.
+                with self._lock:
+                    self._paused.add(_content_shape(blocks))
         threaded = is_threaded(request)
         if threaded and isinstance(message.get("id"), str) and message["id"] in self.threads:
             # Thread state is kept by reply id: two replies may not share one.
@@ -811,6 +839,8 @@ class FakeMessagesAPI:
                 model_called=True,
                 delivered=False,
             )
+        if fault is not None and fault.kind == "max_tokens":
+            return finish(reply, message, stream=stream, fault=fault.kind, model_called=True)
         return finish(reply, message, stream=stream, model_called=True)
 
     def _fill_usage(
@@ -1060,6 +1090,14 @@ def _check_request(request: Mapping[str, Any], path: str) -> str | None:
         return "messages: Field required"
     if not isinstance(request["messages"], list):
         return "messages: Input should be a valid list"
+    choice = request.get("tool_choice")
+    if (
+        path == _MESSAGES
+        and _thinking_enabled(request)
+        and isinstance(choice, Mapping)
+        and choice.get("type") in ("any", "tool")
+    ):
+        return "Thinking may not be enabled when tool_choice forces tool use."
     return None
 
 

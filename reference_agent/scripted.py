@@ -27,20 +27,25 @@ from typing import Any, Protocol, runtime_checkable
 __all__ = [
     "CannedModel",
     "Plan",
+    "PlanMismatchError",
     "PlanModel",
     "ScriptExhaustedError",
     "ScriptedModel",
     "Step",
     "ToolCall",
+    "max_tokens_reply",
     "message_json",
     "signature_matches",
     "thinking_block",
 ]
 
 DEFAULT_MODEL = "claude-scripted"
-_PLAN_ID = re.compile(r"^toolu_s(\d+)c(\d+)a(\d+)$")
-# What a PlanModel id names: (step, call), attempt + 1, the planned call, its class.
-_PlanId = tuple[tuple[int, int], int, "ToolCall | None", int]
+# A turn that asks for only some of its step's missing calls (a forced ``tool_choice``,
+# ``disable_parallel_tool_use``) names the calls it left for later: ``_d1-2``.
+_PLAN_ID = re.compile(r"^toolu_s(\d+)c(\d+)a(\d+)(?:_d(\d+(?:-\d+)*))?$")
+# What a PlanModel id names: (step, call), attempt + 1, the planned call, its class, and
+# the calls of its step its turn left for later.
+_PlanId = tuple[tuple[int, int], int, "ToolCall | None", int, frozenset[int]]
 
 
 @runtime_checkable
@@ -54,6 +59,15 @@ class ScriptedModel(Protocol):
 
 class ScriptExhaustedError(RuntimeError):
     """A :class:`CannedModel` was asked for more replies than it holds."""
+
+
+class PlanMismatchError(ValueError):
+    """A request asks for a reply the plan cannot give (a ``tool_choice`` that forces a
+    tool the plan does not call next); the message says how to write the plan for it.
+
+    The fake API answers it with HTTP 500 ``api_error`` (``x-should-retry: false``) whose
+    message carries this one: a broken script, not a transient fault.
+    """
 
 
 @dataclass(frozen=True)
@@ -114,6 +128,13 @@ class Step:
 class Plan:
     """Steps of tool calls, then a final answer.
 
+    ``final_call``: the call the model makes once every step has succeeded when a request
+    forces a tool (``tool_choice`` ``any``, or ``tool`` with this call's name): an agent's
+    structured final answer through a ``submit`` tool, say. Without it, such a request
+    gets ``final_answer`` as the input of the forced tool when that tool takes a single
+    string argument, and :class:`PlanMismatchError` otherwise. A request that does not
+    force a tool gets ``final_answer`` as text, as before.
+
     >>> plan = Plan(steps=(Step(calls=(ToolCall("lookup", {"q": "x"}),)),), final_answer="done")
     >>> Plan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan
     True
@@ -121,21 +142,32 @@ class Plan:
 
     steps: tuple[Step, ...]
     final_answer: str
+    final_call: ToolCall | None = None
 
     def __post_init__(self) -> None:
         if not self.final_answer.strip():
             raise ValueError("Plan.final_answer must contain non-whitespace text")
+        if self.final_call is not None and not isinstance(self.final_call, ToolCall):
+            raise ValueError("Plan.final_call must be a ToolCall or None")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form, for sending to a child process."""
-        return {"steps": [s.to_dict() for s in self.steps], "final_answer": self.final_answer}
+        data: dict[str, Any] = {
+            "steps": [s.to_dict() for s in self.steps],
+            "final_answer": self.final_answer,
+        }
+        if self.final_call is not None:
+            data["final_call"] = self.final_call.to_dict()
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Plan:
         """Inverse of :meth:`to_dict`."""
+        final_call = data.get("final_call")
         return cls(
             steps=tuple(Step.from_dict(s) for s in data["steps"]),
             final_answer=str(data["final_answer"]),
+            final_call=None if final_call is None else ToolCall.from_dict(final_call),
         )
 
 
@@ -261,21 +293,22 @@ class PlanModel:
                 dict[Any, tuple[int, tuple[int, int]]],
                 list[int],
                 dict[tuple[int, int], int],
-                tuple[int, frozenset[int]] | None,
+                tuple[int, frozenset[int], frozenset[int]] | None,
                 set[tuple[int, int]],
             ]
             | None
         ) = None
 
     def _parse_id(self, block_id: str) -> _PlanId | None:
-        """``((step, call), attempt + 1, planned call or None, its class)`` for one of our
-        ids, ``None`` for another; remembered in ``self._ids``."""
+        """``((step, call), attempt + 1, planned call or None, its class, calls left for
+        later)`` for one of our ids, ``None`` for another; remembered in ``self._ids``."""
         match = _PLAN_ID.match(block_id)
         parsed: _PlanId | None = None
         if match is not None:
             s_c = (int(match[1]), int(match[2]))
             call, cls = self._calls.get(s_c, (None, -1))
-            parsed = (s_c, int(match[3]) + 1, call, cls)
+            later = frozenset(int(c) for c in match[4].split("-")) if match[4] else frozenset()
+            parsed = (s_c, int(match[3]) + 1, call, cls, later)
         if len(self._ids) >= _ID_CACHE_SIZE:
             self._ids.clear()
         self._ids[block_id] = parsed
@@ -293,7 +326,7 @@ class PlanModel:
 
     def _missing(
         self,
-        latest: tuple[int, frozenset[int]] | None,
+        latest: tuple[int, frozenset[int], frozenset[int]] | None,
         won: set[tuple[int, int]],
         succeeded: list[int],
     ) -> Iterator[tuple[int, list[tuple[int, ToolCall]]]]:
@@ -305,13 +338,17 @@ class PlanModel:
         of ours, and the next step follows. This holds whether or not the earlier turns
         are still in the history: an agent that compacts its older turns into a summary
         and keeps the latest exchange goes on where it was, as a model reading the
-        summary would. Without such a turn (a fresh history, or ids of another model),
-        successes are counted per class of identical calls and consumed in plan order.
+        summary would. A turn that asked for only some of them (a forced ``tool_choice``,
+        ``disable_parallel_tool_use``) names the others in its ids: they are missing too.
+        Without such a turn (a fresh history, or ids of another model), successes are
+        counted per class of identical calls and consumed in plan order.
         """
         if latest is not None:
-            s, asked = latest
+            s, asked, later = latest
             missing = [
-                (c, call) for c, call, _ in self._steps[s] if c in asked and (s, c) not in won
+                (c, call)
+                for c, call, _ in self._steps[s]
+                if (c in asked or c in later) and (s, c) not in won
             ]
             if missing:
                 yield s, missing
@@ -363,6 +400,7 @@ class PlanModel:
                 continue
             if role == "assistant":
                 asked: list[tuple[int, int]] = []
+                later: frozenset[int] = frozenset()
                 for block in content:
                     if type(block) is not dict:
                         block = _block_dict(block)
@@ -378,7 +416,7 @@ class PlanModel:
                     cls = -1
                     s_c = _NO_CALL
                     if parsed is not None:
-                        s_c, attempt, planned, planned_cls = parsed
+                        s_c, attempt, planned, planned_cls, deferred = parsed
                         if attempt > next_attempt.get(s_c, 0):
                             next_attempt[s_c] = attempt
                         # Our own id names the planned call: a cheap equality check
@@ -390,6 +428,7 @@ class PlanModel:
                         ):
                             cls = planned_cls
                             asked.append(s_c)
+                            later |= deferred
                         else:
                             s_c = _NO_CALL
                     if cls < 0:
@@ -398,7 +437,7 @@ class PlanModel:
                         )
                     class_of_use[block_id] = (cls, s_c)
                 if asked and all(step == asked[0][0] for step, _ in asked):
-                    latest = (asked[0][0], frozenset(c for _, c in asked))
+                    latest = (asked[0][0], frozenset(c for _, c in asked), later)
             else:
                 for block in content:
                     if type(block) is not dict:
@@ -423,18 +462,28 @@ class PlanModel:
         # With thinking enabled, a reply starts with a signed thinking block, as Claude's
         # do: agents must carry it back unchanged.
         thinking = _thinking_enabled(request)
+        choice = _ToolChoice.of(request)
         for s, missing in self._missing(latest, won, succeeded):
             step = self.plan.steps[s]
-            if not _tools_allowed(request):
+            if choice.kind == "none":
                 # tool_choice "none": Claude answers in text, and the plan waits for a
                 # request that lets it call tools.
                 names = ", ".join(call.name for _, call in missing)
-                return message_json(
-                    [{"type": "text", "text": f"Step {s + 1} of the plan still needs: {names}."}],
-                    model=model,
-                    stop_reason="end_turn",
-                    message_id=f"msg_{len(messages):04d}s{s}wait",
+                return self._text_reply(
+                    f"Step {s + 1} of the plan still needs: {names}.",
+                    request,
+                    model,
+                    f"msg_{len(messages):04d}s{s}wait",
                 )
+            chosen = missing
+            if choice.kind == "tool":
+                chosen = [(c, call) for c, call in missing if call.name == choice.name]
+                if not chosen:
+                    raise PlanMismatchError(_forced_mismatch(choice.name, s, missing))
+            if choice.one:
+                chosen = chosen[:1]
+            left = [c for c, _ in missing if all(c != k for k, _ in chosen)]
+            suffix = f"_d{'-'.join(str(c) for c in left)}" if left else ""
             blocks: list[dict[str, Any]] = []
             text_len = self._text_len[s]
             # The canonical JSON of the block list: brackets, commas, the blocks.
@@ -444,11 +493,13 @@ class PlanModel:
                 block = thinking_block(f"Step {s + 1} of the plan still needs: {names}.")
                 blocks.append(block)
                 size += len(block["thinking"]) + len(block["signature"]) + 50
-            if step.text is not None and text_len is not None:
+            # A forced tool_choice makes the API start the reply with the tool call: no
+            # text before it.
+            if step.text is not None and text_len is not None and not choice.forced:
                 blocks.append({"type": "text", "text": step.text})
                 size += text_len + 1
-            for c, call in missing:
-                block_id = f"toolu_s{s}c{c}a{next_attempt.get((s, c), 0)}"
+            for c, call in chosen:
+                block_id = f"toolu_s{s}c{c}a{next_attempt.get((s, c), 0)}{suffix}"
                 blocks.append(_tool_use(block_id, call))
                 size += self._use_len[(s, c)] + len(block_id) + 1
             return _message(
@@ -458,25 +509,204 @@ class PlanModel:
                 f"msg_{len(messages):04d}s{s}a{max(next_attempt.values(), default=0)}",
                 max(1, size // 4),
             )
-        final: list[dict[str, Any]] = [{"type": "text", "text": self.plan.final_answer}]
-        if thinking:
-            final.insert(0, thinking_block("Every step of the plan has succeeded."))
-        return message_json(
-            final,
-            model=model,
-            stop_reason="end_turn",
-            message_id=f"msg_{len(messages):04d}final",
+        if choice.forced:
+            # Every step has succeeded and the request forces a tool: the plan's final
+            # call (a structured answer), under an id past the last step.
+            n = len(self._steps)
+            call = self._final_call(choice, request)
+            blocks = [thinking_block("Every step of the plan has succeeded.")] if thinking else []
+            blocks.append(_tool_use(f"toolu_s{n}c0a{next_attempt.get((n, 0), 0)}", call))
+            return message_json(
+                blocks, model=model, stop_reason="tool_use", message_id=f"msg_{len(messages):04d}call"
+            )
+        return self._text_reply(
+            self.plan.final_answer,
+            request,
+            model,
+            f"msg_{len(messages):04d}final",
+            "Every step of the plan has succeeded." if thinking else None,
         )
 
+    def _text_reply(
+        self,
+        text: str,
+        request: Mapping[str, Any],
+        model: str,
+        message_id: str,
+        thinking: str | None = None,
+    ) -> dict[str, Any]:
+        """A text reply (``end_turn``), opened by a signed ``thinking`` block when one is
+        given. When the history ends with an assistant turn whose text starts this reply's
+        (a reply cut by ``max_tokens``, sent back as a prefill to be continued), the reply
+        holds only the rest of the text, as the API continues a prefill."""
+        prefill = _prefilled_text(request.get("messages"))
+        if prefill and text.startswith(prefill) and len(text) > len(prefill):
+            text = text[len(prefill) :]
+        blocks: list[dict[str, Any]] = [{"type": "text", "text": text}]
+        if thinking is not None:
+            blocks.insert(0, thinking_block(thinking))
+        return message_json(blocks, model=model, stop_reason="end_turn", message_id=message_id)
 
-def _tools_allowed(request: Mapping[str, Any]) -> bool:
-    """Whether the request lets the model call a tool: not with ``tool_choice`` ``none``.
+    def _final_call(self, choice: _ToolChoice, request: Mapping[str, Any]) -> ToolCall:
+        """The call a forced ``tool_choice`` gets once the plan is done (see :class:`Plan`)."""
+        final = self.plan.final_call
+        if final is not None and (choice.kind == "any" or final.name == choice.name):
+            return final
+        if choice.kind == "tool" and choice.name is not None:
+            argument = _single_string_argument(request.get("tools"), choice.name)
+            if argument is not None:
+                return ToolCall(choice.name, {argument: self.plan.final_answer})
+        raise PlanMismatchError(_finished_mismatch(choice, final))
+
+
+@dataclass(frozen=True)
+class _ToolChoice:
+    """What a request's ``tool_choice`` asks of the model: ``auto`` (the default, and
+    for a value it does not know), ``any``, ``tool`` (``name``) or ``none``; ``one``:
+    ``disable_parallel_tool_use``.
 
     (A request without ``tools`` still gets the plan's calls: tests of the fake API rely
     on it, as scripted replies, not as what Claude would do.)
     """
-    choice = request.get("tool_choice")
-    return not (isinstance(choice, Mapping) and choice.get("type") == "none")
+
+    kind: str  # auto, any, tool, none
+    name: str | None = None
+    one: bool = False  # disable_parallel_tool_use: at most one tool_use
+
+    @property
+    def forced(self) -> bool:
+        """Whether the reply must call a tool."""
+        return self.kind in ("any", "tool")
+
+    @classmethod
+    def of(cls, request: Mapping[str, Any]) -> _ToolChoice:
+        choice = request.get("tool_choice")
+        if not isinstance(choice, Mapping):
+            return _AUTO
+        kind = choice.get("type")
+        if kind not in ("auto", "any", "tool", "none"):
+            return _AUTO
+        name = choice.get("name") if kind == "tool" else None
+        return cls(
+            str(kind),
+            None if name is None else str(name),
+            choice.get("disable_parallel_tool_use") is True,
+        )
+
+
+_AUTO = _ToolChoice("auto")
+
+
+def _forced_mismatch(name: str | None, step: int, missing: Sequence[tuple[int, ToolCall]]) -> str:
+    needs = ", ".join(call.name for _, call in missing)
+    return (
+        f"tool_choice forces the tool {name!r}, but step {step + 1} of the plan calls {needs} "
+        f"next and not {name!r}. A PlanModel calls only what its plan has next: write the "
+        f"plan so that the step where the agent forces {name!r} calls it, e.g. "
+        f"Step(calls=(ToolCall({name!r}, {{...}}),)); for a structured final answer forced "
+        f"after the last step, give Plan(final_call=ToolCall({name!r}, {{...}}))"
+    )
+
+
+def _finished_mismatch(choice: _ToolChoice, final: ToolCall | None) -> str:
+    forced = "any tool" if choice.kind == "any" else f"the tool {choice.name!r}"
+    name = choice.name or "submit"
+    have = (
+        f"its final_call calls {final.name!r}"
+        if final is not None
+        else "it has no final_call"
+    )
+    return (
+        f"tool_choice forces {forced} after every step of the plan has succeeded, and {have}. "
+        f"Give the plan the call the agent expects then: Plan(steps, final_answer, "
+        f"final_call=ToolCall({name!r}, {{...}})) (a forced tool that takes a single string "
+        f"argument gets final_answer without it)"
+    )
+
+
+def _single_string_argument(tools: Any, name: str) -> str | None:
+    """The one string property of tool ``name``'s ``input_schema`` in ``tools``, if it
+    has exactly one property, or exactly one required property, of type string that
+    admits any text (no ``enum``, ``const`` or ``pattern``)."""
+    if not isinstance(tools, list):
+        return None
+    for tool in tools:
+        if not isinstance(tool, Mapping) or tool.get("name") != name:
+            continue
+        schema = tool.get("input_schema")
+        properties = schema.get("properties") if isinstance(schema, Mapping) else None
+        if not isinstance(properties, Mapping):
+            return None
+        required = schema.get("required") if isinstance(schema, Mapping) else None
+        names = list(properties) if len(properties) == 1 else list(required or ())
+        if len(names) == 1:
+            prop = properties.get(names[0])
+            free = isinstance(prop, Mapping) and not {"enum", "const", "pattern"} & set(prop)
+            if free and isinstance(prop, Mapping) and prop.get("type") == "string":
+                return str(names[0])
+        return None
+    return None
+
+
+def _prefilled_text(messages: Any) -> str:
+    """The text of the history's last message when it is an assistant turn (a prefill)."""
+    if not isinstance(messages, list) or not messages:
+        return ""
+    last = messages[-1]
+    if _get(last, "role") != "assistant":
+        return ""
+    content = _get(last, "content")
+    if isinstance(content, str):
+        return content
+    text = ""
+    for block in content or ():
+        if _get(block, "type") == "text":
+            text += str(_get(block, "text") or "")
+    return text
+
+
+def max_tokens_reply(message: Mapping[str, Any], max_tokens: int | None = None) -> dict[str, Any]:
+    """``message`` as the API returns it when the reply reaches ``max_tokens``: cut short,
+    ``stop_reason`` ``"max_tokens"``. A pure function of the reply.
+
+    The cut falls in the last ``tool_use`` block when there is one: its input loses its
+    last argument (the blocks after it are not written; one without arguments is not
+    written at all), as the SDK parses a tool call whose JSON stopped mid-way. Otherwise
+    the last text block keeps its first half (without trailing whitespace, so that the
+    reply can be sent back as a prefill to be continued). ``usage.output_tokens`` becomes
+    ``max_tokens`` when given.
+
+    >>> cut = max_tokens_reply(message_json("The answer is forty-two."))
+    >>> cut["stop_reason"], cut["content"]
+    ('max_tokens', [{'type': 'text', 'text': 'The answer i'}])
+    """
+    blocks = [dict(b) for b in message.get("content") or ()]
+    uses = [i for i, b in enumerate(blocks) if b.get("type") == "tool_use"]
+    texts = [i for i, b in enumerate(blocks) if b.get("type") == "text"]
+    if uses:
+        i = uses[-1]
+        arguments = list(dict(blocks[i].get("input") or {}).items())
+        if arguments:
+            blocks[i]["input"] = dict(arguments[:-1])
+            blocks = blocks[: i + 1]
+        else:
+            blocks = blocks[:i]
+    elif texts:
+        i = texts[-1]
+        text = str(blocks[i].get("text", ""))
+        kept = text[: len(text) // 2].rstrip()
+        blocks = blocks[:i] + ([{**blocks[i], "text": kept}] if kept else [])
+    cut = dict(message)
+    cut["content"] = blocks
+    cut["stop_reason"] = "max_tokens"
+    cut["stop_sequence"] = None
+    if isinstance(message.get("id"), str):
+        cut["id"] = f"{message['id']}_cut"
+    usage = dict(message.get("usage") or {})
+    if isinstance(max_tokens, int) and max_tokens > 0:
+        usage["output_tokens"] = max_tokens
+    cut["usage"] = usage
+    return cut
 
 
 _ID_CACHE_SIZE = 4096
