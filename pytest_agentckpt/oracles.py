@@ -207,6 +207,26 @@ def model_turns(timeline: Timeline) -> int:
 
 
 # -- 1 ---------------------------------------------------------------------------------
+#: Stop reasons of a reply the agent may send back as the last message to be continued.
+_CONTINUED = frozenset({"max_tokens", "pause_turn"})
+
+
+def _continues(messages: Any, unfinished: set[str]) -> bool:
+    """Whether ``messages`` ends with an assistant turn of text only that is one of the
+    ``unfinished`` replies (sent back to be continued)."""
+    if not isinstance(messages, list) or not messages or not isinstance(messages[-1], dict):
+        return False
+    last = messages[-1]
+    if last.get("role") != "assistant":
+        return False
+    content = last.get("content")
+    if isinstance(content, str):
+        return content in unfinished
+    if not isinstance(content, list) or not all(isinstance(b, dict) and b.get("type") == "text" for b in content):
+        return False
+    return "".join(str(b.get("text", "")) for b in content) in unfinished
+
+
 def valid_sequence(
     timeline: Timeline,
     validate: Callable[..., None],
@@ -218,9 +238,21 @@ def valid_sequence(
     Reports the first invalid request, with the HTTP 400 the API would answer.
     """
     invalid: list[tuple[Event, Exception]] = []
-    for event in timeline.of("model_request"):
+    # Replies the API lets an agent send back as the last message, to be continued: a text
+    # cut by max_tokens, a paused turn. Sent back as they came, they are valid.
+    unfinished: set[str] = set()
+    for event in timeline.of("model_request", "model_response"):
+        if event.kind == "model_response":
+            if event.data.get("stop_reason") in _CONTINUED and not event.data.get("tool_uses"):
+                unfinished.add(str(event.data.get("text") or ""))
+            continue
+        messages = event.data.get("messages", [])
         try:
-            validate(event.data.get("messages", []), thinking=bool(event.data.get("thinking")))
+            validate(
+                messages,
+                thinking=bool(event.data.get("thinking")),
+                **({"allow_prefill": True} if unfinished and _continues(messages, unfinished) else {}),
+            )
         except error_type as exc:
             invalid.append((event, exc))
     if not invalid:
@@ -505,8 +537,9 @@ def same_answer(answer: str | None, baseline: Baseline, *, completed: bool) -> l
     ]
 
 
-#: API faults after which the model has answered a turn the agent never received whole.
-_REPLY_LOST = frozenset({"lost_response", "stream_disconnect", "stream_error"})
+#: API faults after which the model has answered a turn the agent never received whole
+#: (or received cut by the token limit).
+_REPLY_LOST = frozenset({"lost_response", "stream_disconnect", "stream_error", "max_tokens"})
 
 
 # -- 4 ---------------------------------------------------------------------------------

@@ -80,13 +80,6 @@ def cut_request(request: pytest.FixtureRequest) -> int:
 @pytest.mark.parametrize("cut", SOUND)
 def test_a_sound_agent_passes_a_cut_reply_wherever_it_falls(cut: str, cut_request: int) -> None:
     violations = _verdict(stop_agent(cut=cut), PLAN, _cut(cut_request))
-    if cut == "continue" and cut_request == 3:
-        # The fake accepts the cut answer sent back as a prefill, as the API does, but
-        # valid_sequence validates every request without prefill: a false alarm that only
-        # the oracle can fix (it would allow a last assistant message that repeats the
-        # text of a reply whose stop_reason was max_tokens or pause_turn).
-        assert [v.split(":")[0] for v in violations] == ["valid_sequence"]
-        pytest.xfail("valid_sequence does not allow continuing a cut reply as a prefill")
     assert violations == []
 
 
@@ -165,17 +158,16 @@ def test_forcing_agents_pass_over_drawn_plans() -> None:
         assert report.examples == 15
 
 
-def test_a_budget_that_does_not_count_the_cut_turn_is_a_false_alarm_until_the_oracle_counts_it() -> None:
+def test_a_budget_that_does_not_count_the_cut_turn_passes() -> None:
     # The agent's budget counts the replies it could use (a cut one it asks again for is
     # not one): 3 for PLAN. iteration_monotone allows the budget plus the turns lost to
-    # crashes and to lost or cut-off streams, and does not count a reply cut by
-    # max_tokens yet. When it does (max_tokens in its lost-turn kinds), this is [].
+    # crashes, to lost or cut-off streams and to replies cut by max_tokens.
     executor = _Executor(stop_agent(cut="retry"), tools(), store=None, budget=3, max_resumes=None, goal="pay ann")
     try:
         violations = _evaluate(executor, PLAN, _cut(2), 3).violations
     finally:
         executor.close()
-    assert [v.oracle for v in violations] == ["iteration_monotone"]
+    assert violations == []
 
 
 def test_in_process_mode_the_cut_reply_reaches_the_child_and_the_twin_is_caught(tmp_path: Path) -> None:
@@ -194,3 +186,23 @@ def test_in_process_mode_the_cut_reply_reaches_the_child_and_the_twin_is_caught(
         finally:
             executor.close()
     assert found == {"retry_agent": [], "ignoring_twin": ["no_duplicate_effect"]}
+
+
+def test_only_a_reply_cut_by_max_tokens_may_come_back_as_the_last_message() -> None:
+    from pytest_agentckpt.oracles import valid_sequence
+    from pytest_agentckpt.timeline import Timeline
+    from reference_agent.validation import InvalidHistoryError, validate_messages
+
+    def verdict(cut_text: str, sent_back: str, stop_reason: str = "max_tokens") -> list[str]:
+        timeline = Timeline()
+        timeline.start_attempt()
+        user = {"role": "user", "content": "pay ann"}
+        timeline.add("model_request", index=1, messages=[user], thinking=False)
+        timeline.add("model_response", index=1, status=200, tool_uses=[], text=cut_text, stop_reason=stop_reason)
+        again = [user, {"role": "assistant", "content": [{"type": "text", "text": sent_back}]}]
+        timeline.add("model_request", index=2, messages=again, thinking=False)
+        return [v.oracle for v in valid_sequence(timeline, validate_messages, error_type=InvalidHistoryError)]
+
+    assert verdict("Paid ann 10", "Paid ann 10") == []
+    assert verdict("Paid ann 10", "Paid ann 10", stop_reason="end_turn") == ["valid_sequence"]
+    assert verdict("Paid ann 10", "Paid bob 10") == ["valid_sequence"]
