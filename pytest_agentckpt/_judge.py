@@ -176,6 +176,13 @@ _LONG_REQUEST = "Streaming is required for operations that may take longer than 
 def _fitting_hint(error: str | None) -> str:
     """What to change in the glue, for a crash-free failure that comes from the client
     fuzz hands the agent rather than from the agent."""
+    if error is not None and "PlanMismatchError" in error:
+        return (
+            ". This is the plan not fitting the agent, not a bug of the agent: the scripted "
+            "model cannot give the reply this request's tool_choice forces with the plan it "
+            "follows. Write the plans as the message above says (pass plans=, or map the "
+            "drawn ones to add a final_call)"
+        )
     if error is not None and _LONG_REQUEST in error:
         return (
             ". The SDK refuses a non-streaming request with this max_tokens on a client left "

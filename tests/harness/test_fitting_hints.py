@@ -57,3 +57,23 @@ def test_an_agent_that_saves_through_the_store_is_not_told_it_saved_nothing() ->
             database=InMemoryExampleDatabase(), unsafe_tools="ignore",
         )
     assert report.not_checkable == {}
+
+
+def test_a_plan_that_does_not_fit_a_forced_tool_choice_is_not_blamed_on_the_agent() -> None:
+    from reference_agent.scripted import Step, ToolCall
+
+    def forces_send_email(task_id: str, goal: str, *, client: Any, store: Any, tools: Any) -> str:
+        reply = client.messages.create(
+            model="m", max_tokens=256, messages=[{"role": "user", "content": goal}],
+            tools=tools.definitions(), tool_choice={"type": "tool", "name": "send_email"},
+        )
+        return str(reply.content[0])
+
+    plan = Plan((Step((ToolCall("search", {"query": "crash"}),)),), "done")
+    with pytest.raises(OracleFailure) as caught:
+        fuzz(
+            forces_send_email, toolbox(), plans=[plan], max_examples=1, seed=1, database=InMemoryExampleDatabase(),
+            unsafe_tools="ignore", ignore_oracles=["completed_idempotent"],
+        )
+    assert caught.value.oracles == ["crash_free_run"]
+    assert "the plan not fitting the agent, not a bug of the agent" in str(caught.value)
