@@ -252,7 +252,9 @@ class ProcessExecutor:
 
         from ._scenario import (
             _Outcome,
+            attempt_numbers,
             request_budget,
+            request_rules_hook,
             resumed_idle,
             runaway_detail,
             stopped_detail,
@@ -297,6 +299,7 @@ class ProcessExecutor:
 
         api.add_hook(guard)
         api.add_hook(injector.model_hook)
+        api.add_hook(request_rules_hook(timeline))
         injector.api_sink = lambda kind: api.fail_next(kind)  # type: ignore[arg-type]
         child = _ChildRecord()
         outcome = _Outcome(timeline, completed=False, answer=None, error=None)
@@ -362,7 +365,7 @@ class ProcessExecutor:
                     return result["result"], result.get("detail")
 
                 stopped: tuple[Any] | None = None  # what the last clean stop returned
-                for _ in range(limit + 1):
+                for _ in attempt_numbers(limit, timeline):
                     before = len(timeline.of("crash", "api_fault", "store_outage"))
                     kind, value = attempt(child_plan, faults.size == 0)
                     if kind == "crash":
