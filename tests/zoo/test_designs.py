@@ -14,7 +14,7 @@ from pytest_agentckpt import FaultPlan, Plan, replay
 from pytest_agentckpt.harness import NotCheckableWarning, OracleFailure, fuzz
 from tests.harness.toolkit import toolbox
 
-from .designs import SOUND, TWINS, fold_history
+from .designs import SOUND, TWINS, fold_history, own_table_agent
 from .test_false_alarms import EXAMPLES, SEEDS
 
 GLUE: dict[str, dict[str, Any]] = {
@@ -89,3 +89,15 @@ def test_an_agent_that_pauses_more_often_than_the_resume_limit_completes() -> No
     send = {"calls": [{"name": "send_email", "input": {"to": "ann"}}], "text": None}
     plan = Plan.from_dict({"steps": [send] * 4, "final_answer": "done"})
     replay(SOUND["approval"], toolbox(), plan, FaultPlan())
+
+
+def test_an_agent_that_keeps_its_state_in_a_table_of_its_own_is_not_checkable() -> None:
+    # It never loads nor saves through the store it is given: no checkpoint-write crash,
+    # no store fault, and no history to check recorded work against. Said, not passed.
+    with pytest.warns(NotCheckableWarning, match="never loaded nor saved a checkpoint"):
+        report = fuzz(
+            own_table_agent, toolbox(), seed=1, max_examples=30, database=InMemoryExampleDatabase(),
+            unsafe_tools="ignore", client="direct",
+        )
+    assert "a table or file of its own" in report.not_checkable["recorded_work_not_redone"]
+    assert report.stats.fault_points_hit["before_checkpoint_write"] == 0
