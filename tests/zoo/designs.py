@@ -125,6 +125,24 @@ class PausesForApproval(Loop):
         super().answer(uses)
 
 
+class TurnQuota(Loop):
+    """Makes at most one model turn per run (a worker's quota), then stops with its
+    checkpoint ``running``: a task of four turns takes four runs with no fault at all."""
+
+    def run(self) -> str:
+        self.turns = 0
+        try:
+            return super().run()
+        except _Paused:
+            return "paused: this run's turn quota is used"
+
+    def reply(self) -> list[dict[str, Any]]:
+        if self.turns >= 1:
+            raise _Paused
+        self.turns += 1
+        return super().reply()
+
+
 class OwnRetries(Loop):
     """Its own retry with backoff around ``messages.create`` (the SDK's retries off),
     saving the attempt number and the last error in the checkpoint at every try; a failed

@@ -14,7 +14,8 @@ from pytest_agentckpt import FaultPlan, Plan, replay
 from pytest_agentckpt.harness import NotCheckableWarning, OracleFailure, fuzz
 from tests.harness.toolkit import toolbox
 
-from .designs import SOUND, TWINS, fold_history, own_table_agent
+from ._base import agent
+from .designs import SOUND, TWINS, TurnQuota, fold_history, own_table_agent
 from .test_false_alarms import EXAMPLES, SEEDS
 
 GLUE: dict[str, dict[str, Any]] = {
@@ -89,6 +90,15 @@ def test_an_agent_that_pauses_more_often_than_the_resume_limit_completes() -> No
     send = {"calls": [{"name": "send_email", "input": {"to": "ann"}}], "text": None}
     plan = Plan.from_dict({"steps": [send] * 4, "final_answer": "done"})
     replay(SOUND["approval"], toolbox(), plan, FaultPlan())
+    replay(agent(TurnQuota), toolbox(), plan, FaultPlan())
+
+
+def test_an_agent_with_a_turn_quota_per_run_passes() -> None:
+    report = fuzz(
+        agent(TurnQuota), toolbox(), seed=1, max_examples=60, database=InMemoryExampleDatabase(),
+        unsafe_tools="ignore", client="direct",
+    )
+    assert report.stats.crashes > 0
 
 
 def test_an_agent_that_keeps_its_state_in_a_table_of_its_own_is_not_checkable() -> None:
