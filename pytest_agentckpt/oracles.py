@@ -773,7 +773,13 @@ def _not_resumed_hint(timeline: Timeline, durable: Event, event: Event) -> str:
     between = [e for e in timeline.events if durable.seq < e.seq < event.seq]
     if any(e.kind == "store_outage" and e.data.get("operation") == "load" for e in between):
         return "the agent did not resume from its checkpoint: a failed load was treated as 'no checkpoint'"
-    if any(e.kind == "store_load" and not e.data.get("found") for e in between):
+    task = durable.data.get("task_id")
+    # A load of another key (a second checkpoint of the agent's, say its ledger) finding
+    # nothing says nothing of this one.
+    if any(
+        e.kind == "store_load" and not e.data.get("found") and (task is None or e.data.get("task_id") in (None, task))
+        for e in between
+    ):
         return "the agent did not resume from its checkpoint: the load found none (was it deleted?)"
     return "the agent did not resume from its checkpoint"
 

@@ -21,6 +21,9 @@ calls)
 ``retries`` (its own        retries the whole step, tools      ``no_duplicate_effect``
 backoff around create,      included, on any error, with no
 saving in the retry loop)   ledger
+``ledger_apart`` (its       asks the model again for a reply   ``recorded_work_not_redone``
+ledger in a second          its checkpoint holds
+checkpoint)
 ==========================  =================================  ===========================
 """
 
@@ -141,6 +144,33 @@ class TurnQuota(Loop):
             raise _Paused
         self.turns += 1
         return super().reply()
+
+
+class LedgerApart(Loop):
+    """Keeps its write-ahead ledger in a second checkpoint of its own, under
+    ``f"{task_id}/ledger"`` (an actions table beside the conversation), saved before the
+    conversation's checkpoint at every step; the conversation's has no actions."""
+
+    def run(self) -> str:
+        ledger_id = f"{self.task_id}/ledger"
+        self.ledger = self.store.load(ledger_id) or Checkpoint(task_id=ledger_id, goal="ledger")
+        return super().run()
+
+    def read_history(self, cp: Checkpoint) -> list[dict[str, Any]]:
+        cp.actions = list(self.ledger.actions)
+        return super().read_history(cp)
+
+    def save(self) -> None:
+        actions = self.cp.actions
+        written = [a.model_dump(mode="json") for a in actions]
+        if written != [a.model_dump(mode="json") for a in self.ledger.actions]:
+            self.ledger.actions = [a.model_copy(deep=True) for a in actions]
+            self.ledger = self.store.save(self.ledger)
+        self.cp.actions = []
+        try:
+            super().save()
+        finally:
+            self.cp.actions = actions
 
 
 class OwnRetries(Loop):
@@ -406,6 +436,7 @@ SOUND = {
     "approval": agent(PausesForApproval),
     "outbox": _runner(Outbox),
     "retries": agent(OwnRetries),
+    "ledger_apart": agent(LedgerApart),
 }
 
 TWINS = {
@@ -415,4 +446,5 @@ TWINS = {
     "approval": agent(PausesForApproval, no_intent=True),
     "outbox": _runner(Outbox, mark_sent_first=True),
     "retries": agent(OwnRetries, retry_whole_step=True, no_intent=True),
+    "ledger_apart": agent(LedgerApart, reask_stored_reply=True),
 }

@@ -26,6 +26,7 @@ GLUE: dict[str, dict[str, Any]] = {
     "outbox": {"client": "direct"},
     # Its own retries: the SDK's client, whose retries it turns off (the direct one retries).
     "retries": {},
+    "ledger_apart": {"client": "direct"},
 }
 
 #: The oracle that catches each twin (every twin's bug needs a fault to show).
@@ -36,6 +37,7 @@ CAUGHT_BY: dict[str, str] = {
     "approval": "no_duplicate_effect",
     "outbox": "no_duplicate_effect",
     "retries": "no_duplicate_effect",
+    "ledger_apart": "recorded_work_not_redone",
 }
 
 
@@ -73,6 +75,16 @@ def test_a_forgotten_cache_mark_is_reported_with_the_api_s_limit() -> None:
     report = str(caught.value)
     assert "A maximum of 4 blocks with cache_control may be provided. Found 5." in report
     assert "remove the marks of earlier turns" in report
+
+
+def test_a_load_of_the_agent_s_second_checkpoint_finding_nothing_is_not_taken_for_a_lost_one() -> None:
+    # The ledger's checkpoint does not exist until the first irreversible call: its load
+    # finding none says nothing of the conversation's checkpoint, which was loaded.
+    with pytest.raises(OracleFailure) as caught:
+        _fuzz(TWINS["ledger_apart"], "ledger_apart", 20261201)
+    example = next(e for e in caught.value.examples if e.oracle == "recorded_work_not_redone")
+    assert "the agent did not resume from its checkpoint" in example.message
+    assert "the load found none" not in example.message, example.message
 
 
 def test_a_whole_step_retried_on_a_store_failure_repeats_its_tools_with_no_crash() -> None:
