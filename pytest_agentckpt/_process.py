@@ -252,6 +252,7 @@ class ProcessExecutor:
 
         from ._scenario import (
             _Outcome,
+            advanced,
             attempt_numbers,
             request_budget,
             request_rules_hook,
@@ -385,7 +386,7 @@ class ProcessExecutor:
                     if kind == "error":
                         outcome.error = str(value)
                         faulted = len(timeline.of("crash", "api_fault", "store_outage")) > before
-                        quiet_errors = 0 if faulted else quiet_errors + 1
+                        quiet_errors = 0 if faulted or advanced(timeline) else quiet_errors + 1
                         if quiet_errors >= 2:
                             break
                         continue

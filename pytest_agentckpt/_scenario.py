@@ -335,10 +335,33 @@ _WORK = ("model_request", "tool_call", "effect", "store_save", "store_save_faile
 MAX_WORKING_STOPS = 50
 
 
+def advanced(timeline: Timeline, attempt: int | None = None) -> bool:
+    """Whether ``attempt`` (the current one by default) saved progress: its last checkpoint
+    write holds another conversation state (task, iteration, message count, status) than
+    the last write before it. An agent that fails the same way at each resume saves none."""
+    attempt = timeline.attempt if attempt is None else attempt
+    saves = timeline.of("store_save")
+    mine = [e for e in saves if e.attempt == attempt]
+    if not mine:
+        return False
+    before = [e for e in saves if e.attempt < attempt]
+    if not before:
+        return True
+
+    def state(event: Any) -> tuple[Any, ...]:
+        messages = event.data.get("messages")
+        count = len(messages) if isinstance(messages, list) else None
+        return (event.data.get("task_id"), event.data.get("iteration"), count, event.data.get("status"))
+
+    return state(mine[-1]) != state(before[-1])
+
+
 def attempt_numbers(limit: int, timeline: Timeline) -> Iterator[int]:
     """The attempts of a scenario: ``limit`` resumes after the first attempt, and one more
-    after each clean stop (an attempt that returned, its checkpoint still ``running``) that
-    made a model request or a tool call first, at most :data:`MAX_WORKING_STOPS` of them.
+    after each pause of the agent's own, at most :data:`MAX_WORKING_STOPS` of them. A pause
+    is a clean stop (an attempt that returned, its checkpoint still ``running``) that made
+    a model request or a tool call first, or an error (the agent raised) after it saved
+    progress (:func:`advanced`).
 
     A resume limit counts the faults' damage: a pause that the agent's own design makes is
     no damage, and a sound agent that pauses more often than its faults allow resumes must
@@ -350,12 +373,13 @@ def attempt_numbers(limit: int, timeline: Timeline) -> Iterator[int]:
         number += 1
         ends = timeline.of("attempt_end")
         last = ends[-1] if ends else None
+        if last is None or working >= MAX_WORKING_STOPS:
+            continue
+        outcome = last.data.get("outcome")
         if (
-            last is not None
-            and last.data.get("outcome") == "stopped"
-            and working < MAX_WORKING_STOPS
+            outcome == "stopped"
             and any(e.attempt == last.attempt and e.kind in ("model_request", "tool_call") for e in timeline.events)
-        ):
+        ) or (outcome == "error" and advanced(timeline, last.attempt)):
             working += 1
             allowed += 1
 
@@ -533,7 +557,9 @@ class _Executor:
                     timeline.add("attempt_end", outcome="error", detail=detail)
                     outcome.error = detail
                     faulted = injector.crashes + len(timeline.of("api_fault", "store_outage")) > faults_before
-                    quiet_errors = 0 if faulted else quiet_errors + 1
+                    # An error after saved progress (an agent that raises to pause) is no
+                    # repeat of the last one.
+                    quiet_errors = 0 if faulted or advanced(timeline) else quiet_errors + 1
                     # Twice the same failure with no fault in between: resuming again
                     # would not change anything.
                     if quiet_errors >= 2:

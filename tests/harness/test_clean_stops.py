@@ -14,6 +14,44 @@ from pytest_agentckpt.harness import OracleFailure
 from pytest_agentckpt.timeline import Timeline
 from stores import Checkpoint, CheckpointStore
 from tests.harness.toolkit import toolbox
+from tests.zoo._base import agent
+from tests.zoo.designs import PausesForApproval, _Paused
+
+
+class NeedsApproval(Exception):
+    """What an agent that pauses by raising raises."""
+
+
+class RaisesForApproval(PausesForApproval):
+    """The approval agent of the zoo, pausing by raising instead of returning."""
+
+    def run(self) -> str:
+        try:
+            return super(PausesForApproval, self).run()
+        except _Paused:
+            raise NeedsApproval("waiting for approval") from None
+
+
+def _fails_at_once(task_id: str, goal: str, *, client: Any, store: CheckpointStore, tools: Any) -> str:
+    """Loads its checkpoint and raises, every time, saving nothing."""
+    store.load(task_id)
+    raise RuntimeError("misconfigured")
+
+
+SEND = {"calls": [{"name": "send_email", "input": {"to": "ann"}}], "text": None}
+
+
+def test_an_agent_that_pauses_by_raising_after_saved_progress_is_resumed_to_completion() -> None:
+    # Four approvals, four raises, each after a durable step: not "twice the same failure".
+    replay(agent(RaisesForApproval), toolbox(), Plan.from_dict({"steps": [SEND] * 4, "final_answer": "done"}), FaultPlan())
+
+
+def test_an_agent_that_fails_the_same_way_with_nothing_saved_is_given_up_after_two_attempts() -> None:
+    with pytest.raises(OracleFailure) as caught:
+        replay(_fails_at_once, toolbox(), Plan.from_dict({"steps": [SEND], "final_answer": "done"}), FaultPlan())
+    assert caught.value.oracle == "crash_free_run"
+    report = str(caught.value)
+    assert "[a2] --- attempt 2 ends" in report and "[a3]" not in report, report
 
 
 def _forgets_completion_status(task_id: str, goal: str, *, client: Any, store: CheckpointStore, tools: Any) -> str:
