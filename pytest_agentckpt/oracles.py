@@ -559,14 +559,6 @@ def history_not_found(timeline: Timeline) -> str | None:
     """
     saves = timeline.of("store_save")
     requests = [e for e in timeline.of("model_request") if e.data.get("messages")]
-    if requests and not timeline.of("store_load", "store_save", "store_save_failed", "store_delete"):
-        return (
-            "the agent asked the model but never loaded nor saved a checkpoint through the store "
-            "fuzz gave it: its state lives where the harness cannot see it (a table or file of "
-            "its own), so recorded work cannot be checked, and no crash before or after a "
-            "checkpoint write nor any store fault can happen. Keep the state in the store "
-            "(any format: a JSON document in checkpoint.artifacts, found with history=...)"
-        )
     if not saves or not requests:
         return None
     if any(e.data.get("messages") for e in saves):
