@@ -139,6 +139,19 @@ def _judge(
 
 
 def _runaway(outcome: _Outcome) -> Violation:
+    stops = [e for e in outcome.timeline.of("attempt_end") if e.data.get("outcome") == "stopped"]
+    if len(stops) >= 2:
+        # Each clean stop that did work is resumed: one that never records its completion
+        # runs until the request budget stops it.
+        return Violation(
+            "runaway",
+            f"the agent was stopped as a runaway: {outcome.runaway}. It returned "
+            f"{len(stops)} times while the task's checkpoint said status 'running' (a clean "
+            f"stop, resumed each time; the last returned {str(stops[-1].data.get('detail'))[:80]!r}) "
+            "and asked the model again after each: if it had finished, set status='completed' "
+            "on completion (or keep a checkpoint under the task id); if it pauses, make each "
+            "resume go on from where it stopped.",
+        )
     return Violation(
         "runaway",
         f"the agent was stopped as a runaway: {outcome.runaway}. It keeps asking the model "

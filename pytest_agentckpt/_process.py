@@ -252,7 +252,10 @@ class ProcessExecutor:
 
         from ._scenario import (
             _Outcome,
+            advanced,
+            attempt_numbers,
             request_budget,
+            request_rules_hook,
             resumed_idle,
             runaway_detail,
             stopped_detail,
@@ -297,6 +300,7 @@ class ProcessExecutor:
 
         api.add_hook(guard)
         api.add_hook(injector.model_hook)
+        api.add_hook(request_rules_hook(timeline))
         injector.api_sink = lambda kind: api.fail_next(kind)  # type: ignore[arg-type]
         child = _ChildRecord()
         outcome = _Outcome(timeline, completed=False, answer=None, error=None)
@@ -362,7 +366,7 @@ class ProcessExecutor:
                     return result["result"], result.get("detail")
 
                 stopped: tuple[Any] | None = None  # what the last clean stop returned
-                for _ in range(limit + 1):
+                for _ in attempt_numbers(limit, timeline):
                     before = len(timeline.of("crash", "api_fault", "store_outage"))
                     kind, value = attempt(child_plan, faults.size == 0)
                     if kind == "crash":
@@ -382,7 +386,7 @@ class ProcessExecutor:
                     if kind == "error":
                         outcome.error = str(value)
                         faulted = len(timeline.of("crash", "api_fault", "store_outage")) > before
-                        quiet_errors = 0 if faulted else quiet_errors + 1
+                        quiet_errors = 0 if faulted or advanced(timeline) else quiet_errors + 1
                         if quiet_errors >= 2:
                             break
                         continue

@@ -15,7 +15,7 @@ import json
 import os
 import sys
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -36,6 +36,7 @@ from .oracles import (
     canonical,
     effect_counts,
     model_turns,
+    request_rule_error,
 )
 from .timeline import Timeline
 
@@ -78,6 +79,28 @@ def request_budget(plan: Plan, faults: FaultPlan, crash_free_requests: int | Non
     return min(budget, MAX_REQUESTS_PER_SCENARIO)
 
 # -- the agent under test -----------------------------------------------------------------------
+def request_rules_hook(timeline: Timeline) -> Callable[[str, int, Any], None]:
+    """A fake-API hook, added after the fault injector's, that records on each generation's
+    ``model_request`` event what the API would reject in the request beyond its messages
+    (``request_error``, read by the ``valid_sequence`` oracle): the fake checks only the
+    messages of a request, the real API the whole of it."""
+
+    def hook(event: str, index: int, body: Any) -> None:
+        if event != "request" or not is_generation(body):
+            return
+        error = request_rule_error(body)
+        if error is None:
+            return
+        messages = body.get("messages")
+        # The injector's event for this request holds the request's own messages list.
+        for recorded in reversed(timeline.events):
+            if recorded.kind == "model_request" and recorded.data.get("messages") is messages:
+                recorded.data["request_error"] = error
+                return
+
+    return hook
+
+
 def _is_async(run: Callable[..., Any]) -> bool:
     if inspect.iscoroutinefunction(run):
         return True
@@ -305,6 +328,62 @@ def _open_store_source(store: Any) -> Callable[[], tuple[CheckpointStore, bool]]
 _WORK = ("model_request", "tool_call", "effect", "store_save", "store_save_failed")
 
 
+#: Clean stops that did work before they stopped, resumed beyond the resume limit (an agent
+#: that pauses by design, say for a human's approval before each irreversible call, stops
+#: once per pause even with no fault at all). Each did work, so the request budget bounds
+#: them too; this bounds an agent that keeps stopping after a tool call alone.
+MAX_WORKING_STOPS = 50
+
+
+def advanced(timeline: Timeline, attempt: int | None = None) -> bool:
+    """Whether ``attempt`` (the current one by default) saved progress: its last checkpoint
+    write holds another conversation state (task, iteration, message count, status) than
+    the last write before it. An agent that fails the same way at each resume saves none."""
+    attempt = timeline.attempt if attempt is None else attempt
+    saves = timeline.of("store_save")
+    mine = [e for e in saves if e.attempt == attempt]
+    if not mine:
+        return False
+    before = [e for e in saves if e.attempt < attempt]
+    if not before:
+        return True
+
+    def state(event: Any) -> tuple[Any, ...]:
+        messages = event.data.get("messages")
+        count = len(messages) if isinstance(messages, list) else None
+        return (event.data.get("task_id"), event.data.get("iteration"), count, event.data.get("status"))
+
+    return state(mine[-1]) != state(before[-1])
+
+
+def attempt_numbers(limit: int, timeline: Timeline) -> Iterator[int]:
+    """The attempts of a scenario: ``limit`` resumes after the first attempt, and one more
+    after each pause of the agent's own, at most :data:`MAX_WORKING_STOPS` of them. A pause
+    is a clean stop (an attempt that returned, its checkpoint still ``running``) that made
+    a model request or a tool call first, or an error (the agent raised) after it saved
+    progress (:func:`advanced`).
+
+    A resume limit counts the faults' damage: a pause that the agent's own design makes is
+    no damage, and a sound agent that pauses more often than its faults allow resumes must
+    not be reported as one that never finishes.
+    """
+    allowed, working, number = limit + 1, 0, 0
+    while number < allowed:
+        yield number
+        number += 1
+        ends = timeline.of("attempt_end")
+        last = ends[-1] if ends else None
+        if last is None or working >= MAX_WORKING_STOPS:
+            continue
+        outcome = last.data.get("outcome")
+        if (
+            outcome == "stopped"
+            and any(e.attempt == last.attempt and e.kind in ("model_request", "tool_call") for e in timeline.events)
+        ) or (outcome == "error" and advanced(timeline, last.attempt)):
+            working += 1
+            allowed += 1
+
+
 def resumed_idle(timeline: Timeline, answer: Any, stopped: tuple[Any] | None) -> bool:
     """Whether the attempt just ended, a resume after a clean stop, did nothing at all
     (no model request, tool call, effect or save) and returned what the stop returned.
@@ -439,8 +518,10 @@ class _Executor:
                 if requests[0] > requests[1]:
                     raise _Runaway(runaway_detail(requests[0], requests[1]))
 
+        rules = request_rules_hook(timeline)
         api.add_hook(guard)
         api.add_hook(injector.model_hook)
+        api.add_hook(rules)
         injector.api_sink = lambda kind: api.fail_next(kind)  # type: ignore[arg-type]
         self.router.use(api)
         self.world.clear()
@@ -452,7 +533,7 @@ class _Executor:
         quiet_errors = 0
         stopped: tuple[Any] | None = None  # what the last clean stop returned
         try:
-            for _ in range(limit + 1):
+            for _ in attempt_numbers(limit, timeline):
                 faults_before = injector.crashes + len(timeline.of("api_fault", "store_outage"))
                 timeline.start_attempt()
                 injector.attempt_started()
@@ -476,7 +557,9 @@ class _Executor:
                     timeline.add("attempt_end", outcome="error", detail=detail)
                     outcome.error = detail
                     faulted = injector.crashes + len(timeline.of("api_fault", "store_outage")) > faults_before
-                    quiet_errors = 0 if faulted else quiet_errors + 1
+                    # An error after saved progress (an agent that raises to pause) is no
+                    # repeat of the last one.
+                    quiet_errors = 0 if faulted or advanced(timeline) else quiet_errors + 1
                     # Twice the same failure with no fault in between: resuming again
                     # would not change anything.
                     if quiet_errors >= 2:
@@ -510,6 +593,7 @@ class _Executor:
             # rather than by the garbage collector's passes.
             api.remove_hook(guard)
             api.remove_hook(injector.model_hook)
+            api.remove_hook(rules)
             injector.api_sink = None
         outcome.hits = injector.hits
         outcome.store_ops = injector.store_ops

@@ -63,6 +63,7 @@ __all__ = [
     "iteration_monotone",
     "no_duplicate_effect",
     "recorded_work_not_redone",
+    "request_rule_error",
     "same_answer",
     "valid_sequence",
 ]
@@ -206,6 +207,54 @@ def model_turns(timeline: Timeline) -> int:
     return sum(1 for e in timeline.of("model_response") if e.data.get("status") == 200)
 
 
+#: Cache breakpoints one request may carry (tools, system and messages together; a
+#: top-level ``cache_control``, automatic caching, takes one of them).
+MAX_CACHE_BREAKPOINTS = 4
+
+
+def _breakpoints(value: Any) -> int:
+    """``cache_control`` marks on the blocks of ``value`` (a block list, a tool list, a
+    message's content), those nested in ``tool_result`` content included."""
+    if not isinstance(value, list):
+        return 0
+    found = 0
+    for block in value:
+        if isinstance(block, dict):
+            found += block.get("cache_control") is not None
+            found += _breakpoints(block.get("content"))
+    return found
+
+
+def request_rule_error(request: Any) -> str | None:
+    """What the API rejects in a generation request beyond its ``messages`` (which
+    :func:`~pytest_agentckpt.validate_messages` checks), as the API words it; ``None`` if
+    nothing.
+
+    One rule: at most four ``cache_control`` breakpoints in tools, system and messages
+    together. An agent that moves a breakpoint onto its latest block each turn breaks it
+    when a mark it forgot (one a resume loaded with the history) stays behind.
+
+    >>> mark = {"type": "ephemeral"}
+    >>> request_rule_error({"messages": [{"role": "user", "content": [
+    ...     {"type": "text", "text": "hi", "cache_control": mark}]}]}) is None
+    True
+    >>> request_rule_error({"system": [{"type": "text", "text": "s", "cache_control": mark}],
+    ...     "cache_control": mark, "messages": [{"role": "user", "content": [
+    ...     {"type": "text", "text": str(i), "cache_control": mark} for i in range(3)]}]})
+    'A maximum of 4 blocks with cache_control may be provided. Found 5.'
+    """
+    if not isinstance(request, dict):
+        return None
+    found = _breakpoints(request.get("tools")) + _breakpoints(request.get("system"))
+    found += request.get("cache_control") is not None
+    for message in request.get("messages") or ():
+        if isinstance(message, dict):
+            found += _breakpoints(message.get("content"))
+    if found > MAX_CACHE_BREAKPOINTS:
+        return f"A maximum of {MAX_CACHE_BREAKPOINTS} blocks with cache_control may be provided. Found {found}."
+    return None
+
+
 # -- 1 ---------------------------------------------------------------------------------
 #: Stop reasons of a reply the agent may send back as the last message to be continued.
 _CONTINUED = frozenset({"max_tokens", "pause_turn"})
@@ -233,11 +282,13 @@ def valid_sequence(
     *,
     error_type: type[Exception] = ValueError,
 ) -> list[Violation]:
-    """Every request sent to the model passes ``validate`` (the API's rules).
+    """Every request sent to the model passes ``validate`` (the API's rules for
+    ``messages``) and the rules of the whole request (:func:`request_rule_error`, whose
+    verdict the harness records on the event as ``request_error``).
 
     Reports the first invalid request, with the HTTP 400 the API would answer.
     """
-    invalid: list[tuple[Event, Exception]] = []
+    invalid: list[tuple[Event, Exception | str]] = []
     # Replies the API lets an agent send back as the last message, to be continued: a text
     # cut by max_tokens, a paused turn. Sent back as they came, they are valid.
     unfinished: set[str] = set()
@@ -255,11 +306,24 @@ def valid_sequence(
             )
         except error_type as exc:
             invalid.append((event, exc))
+            continue
+        rule = event.data.get("request_error")
+        if rule:
+            invalid.append((event, str(rule)))
     if not invalid:
         return []
     event, error = invalid[0]
     api_error = f'HTTP 400 {{"type": "invalid_request_error", "message": "{error}"}}'
-    if _crashed_before(timeline, event) and event.attempt > 1:
+    if isinstance(error, str):
+        hint = (
+            "Every cache_control mark counts, on tools, system and messages alike: remove the "
+            "marks of earlier turns before marking the latest block, including marks saved "
+            "in the checkpoint's history and loaded on resume (or save the history without "
+            "them and mark a copy for each request)."
+        )
+        if event.attempt > 1:
+            hint = f"It follows a resume. {hint}"
+    elif _crashed_before(timeline, event) and event.attempt > 1:
         hint = (
             "The history loaded after a crash was not repaired: every tool_use needs exactly "
             "one tool_result, first in the next user message."
@@ -274,9 +338,10 @@ def valid_sequence(
             "No crash came before it: the agent itself builds an invalid history (every "
             "tool_use needs exactly one tool_result, first in the next user message)."
         )
+    what = "a request the API rejects" if isinstance(error, str) else "not a valid message sequence"
     message = (
-        f"model request #{event.data.get('index')} (attempt {event.attempt}) is not a valid "
-        f"message sequence; the API would answer {api_error}. "
+        f"model request #{event.data.get('index')} (attempt {event.attempt}) is {what}; "
+        f"the API would answer {api_error}. "
         f"{len(invalid)} invalid request(s) in all. {hint}"
     )
     marks = {e.seq: "INVALID" for e, _ in invalid[:5]}
@@ -601,11 +666,17 @@ def recorded_work_not_redone(timeline: Timeline) -> list[Violation]:
     A model request equal to a prefix of the stored history that the stored history
     continues with the model's reply asks for a recorded reply again; a tool call all of
     whose requests (``tool_use`` ids) are answered successfully in the stored history
-    runs recorded work again.
+    runs recorded work again — when its result can be the one recorded: for each of those
+    ids, the same call ran before the first durable save that answered it. An agent with
+    an outbox answers a call ("queued") before a separate step makes it: its first call
+    after the answer is the work, not a repeat of it.
     """
     durable: Event | None = None
     asked: dict[tuple[str, str], set[str]] = defaultdict(set)
     answered: set[str] = set()
+    #: The first durable save that answered each tool_use id, and when each call ran.
+    first_answer: dict[str, int] = {}
+    calls: dict[tuple[str, str], list[int]] = defaultdict(list)
     # Whether the agent restarted or read its checkpoint again since the durable save: only
     # then can a request repeat recorded work. Before that it still has what it saved, and
     # a request alike is a new conversation (a second sub-task like the first).
@@ -614,6 +685,8 @@ def recorded_work_not_redone(timeline: Timeline) -> list[Violation]:
         if event.kind == "store_save":
             durable = event
             answered = _answered_ids(event.data.get("messages") or ())
+            for tool_use_id in answered:
+                first_answer.setdefault(tool_use_id, event.seq)
             reread = False
         elif event.kind in ("attempt_start", "store_load", "store_outage"):
             reread = True
@@ -628,7 +701,7 @@ def recorded_work_not_redone(timeline: Timeline) -> list[Violation]:
                 n < len(stored)
                 and isinstance(stored[n], Mapping)
                 and stored[n].get("role") == "assistant"
-                and list(stored[:n]) == list(sent)
+                and _same_history(stored[:n], sent)
             ):
                 return [
                     Violation(
@@ -640,9 +713,17 @@ def recorded_work_not_redone(timeline: Timeline) -> list[Violation]:
                         {durable.seq: "recorded here", event.seq: "REDONE"},
                     )
                 ]
-        elif event.kind == "tool_call" and durable is not None:
-            ids = asked.get((event.data["tool"], canonical(event.data["input"])), set())
-            if ids and ids <= answered:
+        elif event.kind == "tool_call":
+            call = (event.data["tool"], canonical(event.data["input"]))
+            ids = asked.get(call, set())
+            ran = calls[call]
+            ran.append(event.seq)
+            if (
+                durable is not None
+                and ids
+                and ids <= answered
+                and all(any(seq < first_answer[i] for seq in ran) for i in ids)
+            ):
                 return [
                     Violation(
                         "recorded_work_not_redone",
@@ -656,11 +737,41 @@ def recorded_work_not_redone(timeline: Timeline) -> list[Violation]:
     return []
 
 
+def _same_history(stored: Sequence[Any], sent: Sequence[Any]) -> bool:
+    """Whether ``sent`` is the ``stored`` history, up to what an agent changes in a copy
+    for each request: ``cache_control`` marks (a breakpoint moved onto the latest block,
+    on the request only) and a string content written as one text block to carry one."""
+    if list(stored) == list(sent):
+        return True
+    return len(stored) == len(sent) and all(
+        _unmarked(a) == _unmarked(b) for a, b in zip(stored, sent, strict=True)
+    )
+
+
+def _unmarked(value: Any) -> Any:
+    """``value`` (a message, a block, a content) without ``cache_control``, string
+    contents as one text block."""
+    if isinstance(value, Mapping):
+        out = {k: _unmarked(v) for k, v in value.items() if k != "cache_control"}
+        if isinstance(out.get("content"), str) and ("role" in out or out.get("type") == "tool_result"):
+            out["content"] = [{"type": "text", "text": out["content"]}]
+        return out
+    if isinstance(value, list):
+        return [_unmarked(v) for v in value]
+    return value
+
+
 def _not_resumed_hint(timeline: Timeline, durable: Event, event: Event) -> str:
     between = [e for e in timeline.events if durable.seq < e.seq < event.seq]
     if any(e.kind == "store_outage" and e.data.get("operation") == "load" for e in between):
         return "the agent did not resume from its checkpoint: a failed load was treated as 'no checkpoint'"
-    if any(e.kind == "store_load" and not e.data.get("found") for e in between):
+    task = durable.data.get("task_id")
+    # A load of another key (a second checkpoint of the agent's, say its ledger) finding
+    # nothing says nothing of this one.
+    if any(
+        e.kind == "store_load" and not e.data.get("found") and (task is None or e.data.get("task_id") in (None, task))
+        for e in between
+    ):
         return "the agent did not resume from its checkpoint: the load found none (was it deleted?)"
     return "the agent did not resume from its checkpoint"
 

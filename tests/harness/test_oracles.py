@@ -240,6 +240,7 @@ def test_a_second_conversation_like_the_first_is_not_redone_work_until_the_agent
 def test_running_a_tool_whose_result_the_checkpoint_holds_is_redone_work() -> None:
     redone = _timeline(
         _response(("t1", "send", {"to": "a"})),
+        ("tool_call", {"tool": "send", "input": {"to": "a"}, "key": None}),
         _save([GOAL, USE, RESULT]),
         ("attempt", {}),
         ("tool_call", {"tool": "send", "input": {"to": "a"}, "key": None}),
@@ -252,6 +253,19 @@ def test_running_a_tool_whose_result_the_checkpoint_holds_is_redone_work() -> No
         ("tool_call", {"tool": "send", "input": {"to": "a"}, "key": None}),
     )
     assert recorded_work_not_redone(pending) == []
+
+
+def test_a_call_made_after_its_result_was_saved_is_an_outbox_dispatch_not_redone_work() -> None:
+    # An outbox agent answers the call ("queued") durably, then a dispatch step makes it:
+    # no call ran before the answer was saved, so the saved result is not the call's.
+    dispatched = _timeline(
+        _response(("t1", "send", {"to": "a"})),
+        _save([GOAL, USE, RESULT]),
+        ("tool_call", {"tool": "send", "input": {"to": "a"}, "key": None}),
+        ("attempt", {}),
+        ("tool_call", {"tool": "send", "input": {"to": "a"}, "key": None}),
+    )
+    assert recorded_work_not_redone(dispatched) == []
 
 
 def test_completed_idempotent_fails_on_any_model_or_tool_call_after_completion() -> None:
