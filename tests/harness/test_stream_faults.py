@@ -19,28 +19,24 @@ from tests.zoo.agents import SOUND
 from .toolkit import toolbox
 
 
-def _executor(run: Any) -> _Executor:
-    return _Executor(run, toolbox(), store=None, budget=None, max_resumes=None, goal="g")
+def _streams_of(run: Any) -> bool:
+    executor = _Executor(run, toolbox(), store=None, budget=None, max_resumes=None, goal="g")
+    try:
+        return _streams(executor)
+    finally:
+        executor.close()
 
 
 def test_one_crash_free_run_tells_an_agent_that_streams_from_one_that_does_not() -> None:
-    for run, streams in ((SOUND["streams"], True), (functools.partial(reference_agent.run, retry_backoff=0.0), False)):
-        executor = _executor(run)
-        try:
-            assert _streams(executor) is streams
-        finally:
-            executor.close()
+    assert _streams_of(SOUND["streams"]) is True
+    assert _streams_of(functools.partial(reference_agent.run, retry_backoff=0.0)) is False
 
 
 def test_an_agent_that_fails_tells_nothing_and_the_search_goes_on() -> None:
     def broken(task_id: str, goal: str, **_: Any) -> str:
         raise RuntimeError("no")
 
-    executor = _executor(broken)
-    try:
-        assert _streams(executor) is False
-    finally:
-        executor.close()
+    assert _streams_of(broken) is False
 
 
 def test_an_agent_that_uses_random_is_never_run_inside_a_draw() -> None:

@@ -65,21 +65,19 @@ def _fuzz(run: Callable[..., Any], design: str, seed: int, **extra: Any) -> Any:
     )
 
 
-@pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("design", sorted(SOUND))
-def test_a_sound_agent_of_each_design_passes(design: str, seed: int) -> None:
+def sound_passes(fuzz_call: Callable[[], Any]) -> None:
+    """A sound agent's fuzz call passes, every oracle able to judge it."""
     with warnings.catch_warnings():
         warnings.simplefilter("error", NotCheckableWarning)
-        report = _fuzz(SOUND[design], design, seed)
+        report = fuzz_call()
     assert report.examples >= 50
     assert report.not_checkable == {}
 
 
-@pytest.mark.parametrize("design", sorted(TWINS))
-def test_the_buggy_twin_of_each_design_is_caught_by_the_oracle_its_bug_breaks(design: str) -> None:
-    oracle, needs_fault = CAUGHT_BY[design]
+def twin_caught(fuzz_call: Callable[[], Any], oracle: str, *, needs_fault: bool) -> None:
+    """A buggy twin's fuzz call fails ``oracle``, with a fault when its bug needs one."""
     with pytest.raises(OracleFailure) as caught:
-        _fuzz(TWINS[design], design, 20261201)
+        fuzz_call()
     failure = caught.value
     assert oracle in failure.oracles, str(failure)[:3000]
     example = next(e for e in failure.examples if e.oracle == oracle)
@@ -87,6 +85,18 @@ def test_the_buggy_twin_of_each_design_is_caught_by_the_oracle_its_bug_breaks(de
         assert example.fault_plan.size >= 1, str(failure)[:3000]
     else:
         assert example.fault_plan.size == 0
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("design", sorted(SOUND))
+def test_a_sound_agent_of_each_design_passes(design: str, seed: int) -> None:
+    sound_passes(lambda: _fuzz(SOUND[design], design, seed))
+
+
+@pytest.mark.parametrize("design", sorted(TWINS))
+def test_the_buggy_twin_of_each_design_is_caught_by_the_oracle_its_bug_breaks(design: str) -> None:
+    oracle, needs_fault = CAUGHT_BY[design]
+    twin_caught(lambda: _fuzz(TWINS[design], design, 20261201), oracle, needs_fault=needs_fault)
 
 
 def test_an_agent_with_its_own_state_format_is_not_checkable_without_the_history_hook() -> None:
