@@ -207,52 +207,13 @@ def model_turns(timeline: Timeline) -> int:
     return sum(1 for e in timeline.of("model_response") if e.data.get("status") == 200)
 
 
-#: Cache breakpoints one request may carry (tools, system and messages together; a
-#: top-level ``cache_control``, automatic caching, takes one of them).
-MAX_CACHE_BREAKPOINTS = 4
-
-
-def _breakpoints(value: Any) -> int:
-    """``cache_control`` marks on the blocks of ``value`` (a block list, a tool list, a
-    message's content), those nested in ``tool_result`` content included."""
-    if not isinstance(value, list):
-        return 0
-    found = 0
-    for block in value:
-        if isinstance(block, dict):
-            found += block.get("cache_control") is not None
-            found += _breakpoints(block.get("content"))
-    return found
-
-
 def request_rule_error(request: Any) -> str | None:
-    """What the API rejects in a generation request beyond its ``messages`` (which
-    :func:`~pytest_agentckpt.validate_messages` checks), as the API words it; ``None`` if
-    nothing.
+    """What the API rejects in a generation request beyond its ``messages`` (at most four
+    ``cache_control`` breakpoints in tools, system and messages together), as the API
+    words it; ``None`` if nothing. See :func:`reference_agent.validation.request_rule_error`."""
+    from reference_agent.validation import request_rule_error as rule
 
-    One rule: at most four ``cache_control`` breakpoints in tools, system and messages
-    together. An agent that moves a breakpoint onto its latest block each turn breaks it
-    when a mark it forgot (one a resume loaded with the history) stays behind.
-
-    >>> mark = {"type": "ephemeral"}
-    >>> request_rule_error({"messages": [{"role": "user", "content": [
-    ...     {"type": "text", "text": "hi", "cache_control": mark}]}]}) is None
-    True
-    >>> request_rule_error({"system": [{"type": "text", "text": "s", "cache_control": mark}],
-    ...     "cache_control": mark, "messages": [{"role": "user", "content": [
-    ...     {"type": "text", "text": str(i), "cache_control": mark} for i in range(3)]}]})
-    'A maximum of 4 blocks with cache_control may be provided. Found 5.'
-    """
-    if not isinstance(request, dict):
-        return None
-    found = _breakpoints(request.get("tools")) + _breakpoints(request.get("system"))
-    found += request.get("cache_control") is not None
-    for message in request.get("messages") or ():
-        if isinstance(message, dict):
-            found += _breakpoints(message.get("content"))
-    if found > MAX_CACHE_BREAKPOINTS:
-        return f"A maximum of {MAX_CACHE_BREAKPOINTS} blocks with cache_control may be provided. Found {found}."
-    return None
+    return rule(request)
 
 
 # -- 1 ---------------------------------------------------------------------------------

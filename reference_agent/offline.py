@@ -67,7 +67,16 @@ from .scripted import (
     max_tokens_reply,
     signature_matches,
 )
-from .validation import InvalidHistoryError, RequestValidator, validate_messages
+from .validation import (
+    MAX_CACHE_BREAKPOINTS,
+    InvalidHistoryError,
+    RequestValidator,
+    breakpoint_error,
+    cache_marks,
+    message_marks,
+    request_rule_error,
+    validate_messages,
+)
 
 if TYPE_CHECKING:
     import anthropic
@@ -318,6 +327,10 @@ class FakeMessagesAPI:
         # messages it adds to the last valid one (a changed prefix is checked in full).
         self._validator = RequestValidator()
         self._validator_lock = threading.Lock()
+        #: The messages of the last request the validator knows, and their cache_control marks.
+        self._marks: tuple[int, int] = (0, 0)
+        #: The last request's tools and system (one shared copy each), and their marks.
+        self._fixed_marks: tuple[Any, Any, int] = (None, None, 0)
         # Their bodies repeat the last one's messages: parsed once.
         self._parser = BodyParser()
 
@@ -706,6 +719,20 @@ class FakeMessagesAPI:
             # Whatever became of it, the continue is no longer in flight.
             self.threads.finish(resolved, continued=False)
 
+    def _breakpoint_error(self, request: Mapping[str, Any], in_messages: int) -> str | None:
+        """:func:`~reference_agent.validation.breakpoint_error`, the marks of tools and
+        system counted again only when they changed (they repeat, shared, in every
+        request of a conversation)."""
+        tools, system, fixed = self._fixed_marks
+        if tools is not request.get("tools") or system is not request.get("system"):
+            tools, system = request.get("tools"), request.get("system")
+            fixed = cache_marks(tools) + cache_marks(system)
+            self._fixed_marks = (tools, system, fixed)
+        found = in_messages + fixed + (request.get("cache_control") is not None)
+        if found > MAX_CACHE_BREAKPOINTS:
+            return breakpoint_error(request, in_messages)
+        return None
+
     def _check_generation(
         self, request: Mapping[str, Any], path: str, *, incremental: bool = True
     ) -> str | None:
@@ -721,11 +748,19 @@ class FakeMessagesAPI:
                             messages, allow_prefill=allow_prefill, thinking=thinking
                         )
                         problem = _check_signatures(messages, start)
+                        # Cache marks, counted in the messages this request adds only:
+                        # the validator knows the rest, the last request's.
+                        count, marks = self._marks if start and start == self._marks[0] else (0, 0)
+                        for message in messages[count:]:
+                            marks += message_marks(message)
+                        self._marks = (len(messages), marks)
+                        problem = problem or self._breakpoint_error(request, marks)
                         if problem is not None:
                             self._validator.forget()
+                            self._marks = (0, 0)
                 else:
                     validate_messages(messages, allow_prefill=allow_prefill, thinking=thinking)
-                    problem = _check_signatures(messages)
+                    problem = _check_signatures(messages) or request_rule_error(request)
             except InvalidHistoryError as exc:
                 problem = str(exc)
         return problem

@@ -21,7 +21,16 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["InvalidHistoryError", "RequestValidator", "validate_messages"]
+__all__ = [
+    "MAX_CACHE_BREAKPOINTS",
+    "InvalidHistoryError",
+    "RequestValidator",
+    "breakpoint_error",
+    "cache_marks",
+    "message_marks",
+    "request_rule_error",
+    "validate_messages",
+]
 
 _ID_PATTERN = re.compile(r"^[a-zA-Z0-9_-]+$")
 # Ids already seen to match ``_ID_PATTERN``: whether a string matches is a pure function
@@ -143,6 +152,65 @@ def _validate(messages: Sequence[Any], allow_prefill: bool, thinking: bool) -> _
     state = _scan(messages, 0, None, allow_prefill)
     _finish(messages, state, allow_prefill, thinking)
     return state
+
+
+#: Cache breakpoints one request may carry (tools, system and messages together; a
+#: top-level ``cache_control``, automatic caching, takes one of them).
+MAX_CACHE_BREAKPOINTS = 4
+
+
+def cache_marks(value: Any) -> int:
+    """``cache_control`` marks on the blocks of ``value`` (a block list, a tool list, a
+    message's content), those nested in ``tool_result`` content included."""
+    if not isinstance(value, list):
+        return 0
+    found = 0
+    for block in value:
+        if isinstance(block, dict):
+            found += block.get("cache_control") is not None
+            found += cache_marks(block.get("content"))
+    return found
+
+
+def request_rule_error(request: Any) -> str | None:
+    """What the API rejects in a generation request beyond its ``messages`` (which
+    :func:`validate_messages` checks), as the API words it; ``None`` if
+    nothing.
+
+    One rule: at most four ``cache_control`` breakpoints in tools, system and messages
+    together. An agent that moves a breakpoint onto its latest block each turn breaks it
+    when a mark it forgot (one a resume loaded with the history) stays behind.
+
+    >>> mark = {"type": "ephemeral"}
+    >>> request_rule_error({"messages": [{"role": "user", "content": [
+    ...     {"type": "text", "text": "hi", "cache_control": mark}]}]}) is None
+    True
+    >>> request_rule_error({"system": [{"type": "text", "text": "s", "cache_control": mark}],
+    ...     "cache_control": mark, "messages": [{"role": "user", "content": [
+    ...     {"type": "text", "text": str(i), "cache_control": mark} for i in range(3)]}]})
+    'A maximum of 4 blocks with cache_control may be provided. Found 5.'
+    """
+    if not isinstance(request, dict):
+        return None
+    messages = request.get("messages") or ()
+    return breakpoint_error(request, sum(message_marks(m) for m in messages))
+
+
+def message_marks(message: Any) -> int:
+    """``cache_control`` marks in one message's content."""
+    return cache_marks(message.get("content")) if isinstance(message, dict) else 0
+
+
+def breakpoint_error(request: Mapping[str, Any], in_messages: int) -> str | None:
+    """The API's error for a request whose messages hold ``in_messages`` marks, counting
+    those of its tools, its system prompt and a top-level ``cache_control``; ``None`` within
+    the limit."""
+    found = in_messages + cache_marks(request.get("tools")) + cache_marks(request.get("system"))
+    found += request.get("cache_control") is not None
+    if found > MAX_CACHE_BREAKPOINTS:
+        return f"A maximum of {MAX_CACHE_BREAKPOINTS} blocks with cache_control may be provided. Found {found}."
+    return None
+
 
 
 class RequestValidator:
