@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
     from .fake_api import instant_retries, intercept_httpx2, respx_mock, respx_transport
     from .faults import (
+        DEFAULT_FAULT_KINDS,
         FAULT_KINDS,
         FAULT_POINTS,
         ApiFault,
@@ -92,12 +93,14 @@ _LAZY: dict[str, str] = {
     "FaultyStore": "pytest_agentckpt.faults",
     "FAULT_POINTS": "pytest_agentckpt.faults",
     "FAULT_KINDS": "pytest_agentckpt.faults",
+    "DEFAULT_FAULT_KINDS": "pytest_agentckpt.faults",
     "ORACLES": "pytest_agentckpt.oracles",
     "World": "reference_agent.world",
     "Effect": "reference_agent.world",
 }
 
 __all__ = [
+    "DEFAULT_FAULT_KINDS",
     "FAULT_KINDS",
     "FAULT_POINTS",
     "ORACLES",
