@@ -36,7 +36,6 @@ from .oracles import (
     canonical,
     effect_counts,
     model_turns,
-    request_rule_error,
 )
 from .timeline import Timeline
 
@@ -84,6 +83,8 @@ def request_rules_hook(timeline: Timeline) -> Callable[[str, int, Any], None]:
     ``model_request`` event what the API would reject in the request beyond its messages
     (``request_error``, read by the ``valid_sequence`` oracle): the fake checks only the
     messages of a request, the real API the whole of it."""
+
+    from reference_agent.validation import request_rule_error
 
     def hook(event: str, index: int, body: Any) -> None:
         if event != "request" or not is_generation(body):

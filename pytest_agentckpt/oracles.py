@@ -63,7 +63,6 @@ __all__ = [
     "iteration_monotone",
     "no_duplicate_effect",
     "recorded_work_not_redone",
-    "request_rule_error",
     "same_answer",
     "valid_sequence",
 ]
@@ -207,15 +206,6 @@ def model_turns(timeline: Timeline) -> int:
     return sum(1 for e in timeline.of("model_response") if e.data.get("status") == 200)
 
 
-def request_rule_error(request: Any) -> str | None:
-    """What the API rejects in a generation request beyond its ``messages`` (at most four
-    ``cache_control`` breakpoints in tools, system and messages together), as the API
-    words it; ``None`` if nothing. See :func:`reference_agent.validation.request_rule_error`."""
-    from reference_agent.validation import request_rule_error as rule
-
-    return rule(request)
-
-
 # -- 1 ---------------------------------------------------------------------------------
 #: Stop reasons of a reply the agent may send back as the last message to be continued.
 _CONTINUED = frozenset({"max_tokens", "pause_turn"})
@@ -244,8 +234,9 @@ def valid_sequence(
     error_type: type[Exception] = ValueError,
 ) -> list[Violation]:
     """Every request sent to the model passes ``validate`` (the API's rules for
-    ``messages``) and the rules of the whole request (:func:`request_rule_error`, whose
-    verdict the harness records on the event as ``request_error``).
+    ``messages``) and the rules of the whole request
+    (:func:`reference_agent.validation.request_rule_error`, whose verdict the harness
+    records on the event as ``request_error``).
 
     Reports the first invalid request, with the HTTP 400 the API would answer.
     """

@@ -68,11 +68,10 @@ from .scripted import (
     signature_matches,
 )
 from .validation import (
-    MAX_CACHE_BREAKPOINTS,
     InvalidHistoryError,
     RequestValidator,
     breakpoint_error,
-    cache_marks,
+    fixed_marks,
     message_marks,
     request_rule_error,
     validate_messages,
@@ -725,13 +724,9 @@ class FakeMessagesAPI:
         request of a conversation)."""
         tools, system, fixed = self._fixed_marks
         if tools is not request.get("tools") or system is not request.get("system"):
-            tools, system = request.get("tools"), request.get("system")
-            fixed = cache_marks(tools) + cache_marks(system)
+            tools, system, fixed = request.get("tools"), request.get("system"), fixed_marks(request)
             self._fixed_marks = (tools, system, fixed)
-        found = in_messages + fixed + (request.get("cache_control") is not None)
-        if found > MAX_CACHE_BREAKPOINTS:
-            return breakpoint_error(request, in_messages)
-        return None
+        return breakpoint_error(in_messages + fixed + (request.get("cache_control") is not None))
 
     def _check_generation(
         self, request: Mapping[str, Any], path: str, *, incremental: bool = True

@@ -27,6 +27,7 @@ __all__ = [
     "RequestValidator",
     "breakpoint_error",
     "cache_marks",
+    "fixed_marks",
     "message_marks",
     "request_rule_error",
     "validate_messages",
@@ -192,8 +193,9 @@ def request_rule_error(request: Any) -> str | None:
     """
     if not isinstance(request, dict):
         return None
-    messages = request.get("messages") or ()
-    return breakpoint_error(request, sum(message_marks(m) for m in messages))
+    found = sum(message_marks(m) for m in request.get("messages") or ())
+    found += fixed_marks(request) + (request.get("cache_control") is not None)
+    return breakpoint_error(found)
 
 
 def message_marks(message: Any) -> int:
@@ -201,16 +203,18 @@ def message_marks(message: Any) -> int:
     return cache_marks(message.get("content")) if isinstance(message, dict) else 0
 
 
-def breakpoint_error(request: Mapping[str, Any], in_messages: int) -> str | None:
-    """The API's error for a request whose messages hold ``in_messages`` marks, counting
-    those of its tools, its system prompt and a top-level ``cache_control``; ``None`` within
-    the limit."""
-    found = in_messages + cache_marks(request.get("tools")) + cache_marks(request.get("system"))
-    found += request.get("cache_control") is not None
+def fixed_marks(request: Mapping[str, Any]) -> int:
+    """``cache_control`` marks in a request's tools and system prompt (the parts that repeat
+    in every request of a conversation)."""
+    return cache_marks(request.get("tools")) + cache_marks(request.get("system"))
+
+
+def breakpoint_error(found: int) -> str | None:
+    """The API's error for a request holding ``found`` breakpoints in all (tools, system,
+    messages and a top-level ``cache_control``); ``None`` within the limit."""
     if found > MAX_CACHE_BREAKPOINTS:
         return f"A maximum of {MAX_CACHE_BREAKPOINTS} blocks with cache_control may be provided. Found {found}."
     return None
-
 
 
 class RequestValidator:
