@@ -41,6 +41,7 @@ from .oracles import (
     ToolFlags,
     UnsafeTool,
     Violation,
+    canonical,
     completed_idempotent,
     effect_counts,
     iteration_monotone,
@@ -132,6 +133,9 @@ class ChaosStats(Totals):
     resumes: int = 0
     passed: int = 0
     failed: int = 0
+    #: Points whose rerun failed the test's own assertions only because an unsafe tool
+    #: repeated an effect no agent can know the outcome of (see :class:`PointResult`).
+    in_doubt: int = 0
     unsafe_tools: set[str] = field(default_factory=set)
 
     def summary_lines(self) -> list[str]:
@@ -141,13 +145,20 @@ class ChaosStats(Totals):
         'crash points: 9 run (8 passed, 1 failed)'
         """
         sampled = f" of {self.points_found} found" if self.points_found != self.points_run else ""
+        doubt = f", {self.in_doubt} in doubt" if self.in_doubt else ""
         lines = [
             f"tests: {self.tests} ({self.tests_failed} failed)",
-            f"crash points: {self.points_run} run{sampled} ({self.passed} passed, {self.failed} failed)",
+            f"crash points: {self.points_run} run{sampled} ({self.passed} passed{doubt}, {self.failed} failed)",
             f"resumes: {self.resumes}",
         ]
         if self.unsafe_tools:
             lines.append(f"unsafe tools: {', '.join(sorted(self.unsafe_tools))}")
+        if self.in_doubt:
+            lines.append(
+                f"in doubt: {self.in_doubt} crash point(s) failed the test's assertions only because an "
+                "unsafe tool repeated an effect whose outcome no agent can know (they pass with that "
+                "repeat left out): make the tool honour idempotency keys"
+            )
         return lines
 
 
@@ -177,6 +188,9 @@ class PointResult:
     unsafe: list[UnsafeTool] = field(default_factory=list)
     resumes: int = 0
     completed: bool = False
+    #: The test's assertions failed here, but only because of an unsafe tool's repeat:
+    #: the point passed again with that repeat left out (the violations it had first).
+    in_doubt: list[Violation] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -250,13 +264,17 @@ class ChaosTest:
         self.begin(FaultPlan())
 
     # -- one run's instrumentation --------------------------------------------------------
-    def begin(self, plan: FaultPlan) -> None:
-        """Start a run under ``plan``: fixtures set up from now on bind to its injector."""
+    def begin(self, plan: FaultPlan, *, leave_out: Mapping[tuple[str, str], int] | None = None) -> None:
+        """Start a run under ``plan``: fixtures set up from now on bind to its injector.
+
+        ``leave_out``: (tool, canonical input) -> how many times that effect may happen;
+        a repeat beyond is answered with the last result and its effect left out.
+        """
         from reference_agent.world import World
 
         self.close()  # the previous run's fixtures are torn down: its World is done with
         self.injector = _OrderedInjector(plan, Timeline())
-        self.world = World()
+        self.world = _repeats_left_out(leave_out) if leave_out else World()
         self._worlds.append(self.world)
         self.doors = set()
 
@@ -335,11 +353,15 @@ class ChaosTest:
         sampled = len(chosen) < len(plans)
         for plan in chosen:
             result = self._run_point(plan)
+            if _only_the_test_failed(result) and result.unsafe:
+                result = self._without_unsafe_repeats(plan, result)
             self.results.append(result)
             self.stats.points_run += 1
             self.stats.resumes += result.resumes
             self.stats.unsafe_tools |= {u.tool for u in result.unsafe}
-            if result.passed:
+            if result.in_doubt:
+                self.stats.in_doubt += 1
+            elif result.passed:
                 self.stats.passed += 1
             else:
                 self.stats.failed += 1
@@ -349,9 +371,9 @@ class ChaosTest:
             raise ChaosFailure(self._report(failures, sampled=sampled, found=len(plans)), failures)
         return self.stats
 
-    def _run_point(self, plan: FaultPlan) -> PointResult:
+    def _run_point(self, plan: FaultPlan, *, leave_out: Mapping[tuple[str, str], int] | None = None) -> PointResult:
         self.teardown()
-        self.begin(plan)
+        self.begin(plan, leave_out=leave_out)
         self.setup()
         injector = self.injector
         timeline = injector.timeline
@@ -422,6 +444,27 @@ class ChaosTest:
         result.violations = violations + result.violations
         return result
 
+    def _without_unsafe_repeats(self, plan: FaultPlan, result: PointResult) -> PointResult:
+        """The point again, with the unsafe tools' repeats left out.
+
+        An unsafe tool (irreversible, no idempotency key) that took effect just before the
+        crash leaves an outcome no agent can know: every agent either repeats it or may
+        lose it, so a test asserting it happened once fails there whatever the agent does.
+        The point runs once more with each repeat of those effects beyond the crash-free
+        count answered with the last result and left out, as a tool that honours keys
+        would do. If the test passes then, its failure came from the tool alone: the point
+        is *in doubt*, not failed (the unsafe tool is reported). If it fails still, the
+        failure is the agent's and stands as it was.
+        """
+        leave_out = {(u.tool, canonical(u.input)): u.expected for u in result.unsafe}
+        again = self._run_point(plan, leave_out=leave_out)
+        if not again.passed:
+            return result
+        again.unsafe = result.unsafe
+        again.in_doubt = result.violations
+        again.resumes = result.resumes
+        return again
+
     def _run_completed_again(self, result: PointResult, start: int) -> None:
         injector = self.injector
         timeline = injector.timeline
@@ -478,6 +521,36 @@ class ChaosTest:
         if self.reproduce:
             lines.append(f"reproduce: {self.reproduce}")
         return "\n".join(lines)
+
+
+def _only_the_test_failed(result: PointResult) -> bool:
+    return bool(result.violations) and all(v.oracle == "test_assertions" for v in result.violations)
+
+
+def _repeats_left_out(limits: Mapping[tuple[str, str], int]) -> World:
+    """A World in which some effects happen at most a given number of times: a repeat
+    beyond is answered with the effect's last result, its effect left out (the World of
+    the counterfactual run of :meth:`ChaosTest._without_unsafe_repeats`)."""
+    from reference_agent.world import World
+
+    class RepeatsLeftOut(World):
+        def perform(
+            self,
+            tool: str,
+            input: Mapping[str, Any],
+            *,
+            idempotency_key: str | None,
+            honour_key: bool,
+            effect: Callable[[], str],
+        ) -> str:
+            limit = limits.get((tool, canonical(input)))
+            if limit is not None:
+                done = [e.result for e in self.effects(tool) if canonical(e.input) == canonical(input)]
+                if len(done) >= max(limit, 1):
+                    return done[-1]
+            return super().perform(tool, input, idempotency_key=idempotency_key, honour_key=honour_key, effect=effect)
+
+    return RepeatsLeftOut()
 
 
 def _clip(message: str, limit: int = 200) -> str:

@@ -35,17 +35,20 @@ def _suite(pytester: pytest.Pytester, *modules: str) -> None:
 
 
 def _summary(output: str) -> dict[str, int]:
-    found = re.search(r"^crash points: (\d+) run(?: of (\d+) found)? \((\d+) passed, (\d+) failed\)", output, re.M)
+    found = re.search(
+        r"^crash points: (\d+) run(?: of (\d+) found)? \((\d+) passed(?:, (\d+) in doubt)?, (\d+) failed\)", output, re.M
+    )
     tests = re.search(r"^tests: (\d+) \((\d+) failed\)", output, re.M)
     resumes = re.search(r"^resumes: (\d+)", output, re.M)
     assert found and tests and resumes, f"no chaos summary in:\n{output}"
-    run, of, passed, failed = found.groups()
+    run, of, passed, in_doubt, failed = found.groups()
     return {
         "tests": int(tests.group(1)),
         "tests_failed": int(tests.group(2)),
         "run": int(run),
         "found": int(of or run),
         "passed": int(passed),
+        "in_doubt": int(in_doubt or 0),
         "failed": int(failed),
         "resumes": int(resumes.group(1)),
     }
@@ -91,7 +94,7 @@ def test_a_sound_agents_test_passes_with_every_crash_point_exercised(pytester: p
     assert expected > 20
     assert counts == {
         "tests": 1, "tests_failed": 0, "run": expected, "found": expected,
-        "passed": expected, "failed": 0, "resumes": counts["resumes"],
+        "passed": expected, "in_doubt": 0, "failed": 0, "resumes": counts["resumes"],
     }
     # Each crash point is one rerun with one crash: at least one resume each.
     assert counts["resumes"] >= expected
@@ -160,6 +163,39 @@ def test_known_buggy_agents_fail_once_each_at_the_points_their_bug_breaks(pytest
     counts = _summary(output)
     assert counts["tests"] == 5 and counts["tests_failed"] == 4
     assert counts["failed"] > 0 and counts["passed"] + counts["failed"] == counts["run"]
+
+
+def test_an_unsafe_tools_repeat_puts_a_point_in_doubt_but_an_agent_bug_still_fails(pytester: pytest.Pytester) -> None:
+    # A bot of the team's own, sound but for its unkeyed e-mail: at the two points between
+    # the e-mail and the save of its result, no agent can know whether it went out, and
+    # the test asserting exactly one e-mail fails there whatever the bot does.
+    _suite(pytester, "test_in_doubt")
+    result = pytester.runpytest("-p", "no:randomly", "-p", "no:cacheprovider", "--agentckpt-chaos")
+    result.assert_outcomes(passed=1, failed=2)
+    output = result.stdout.str()
+    counts = _summary(output)
+    # 2 in-doubt points for the sound bot, and for the bot whose bug (the refund's key)
+    # does not show there; the bot that gives up fails at those points as well.
+    assert counts["in_doubt"] == 4, output
+    assert counts["passed"] + counts["in_doubt"] + counts["failed"] == counts["run"]
+    assert re.search(r"^in doubt: 4 crash point\(s\) failed the test's assertions only because an unsafe tool", output, re.M)
+    assert re.search(r"^unsafe tools: email_customer$", output, re.M)
+    assert "UnsafeToolWarning: tool 'email_customer' is unsafe" in output
+    assert "test_refund_and_one_email[sound]" not in _failing_tests(output)
+
+    # A refund key made from the attempt: refunded twice, the agent's own bug.
+    failing = _failing_points(_report_of(output, "test_refund_and_one_email[key_per_attempt]"))
+    assert set(failing.values()) == {"no_duplicate_effect"}, failing
+
+    # Giving up on an unknown outcome: wrong with the e-mail's repeat left out too, so the
+    # in-doubt points fail with the rest (the e-mail's intent without its effect, and after).
+    failing = _failing_points(_report_of(output, "test_refund_and_one_email[gives_up]"))
+    assert {"crash at after_tool_effect #3", "crash at before_checkpoint_write #9"} <= set(failing), failing
+    assert set(failing.values()) == {"test_assertions"}
+
+
+def _failing_tests(output: str) -> set[str]:
+    return set(re.findall(r"^FAILED \S+::(\S+)", output, re.M))
 
 
 def test_async_agents_tests_pass_under_chaos_mode(pytester: pytest.Pytester) -> None:
