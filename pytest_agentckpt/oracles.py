@@ -40,6 +40,7 @@ says why, and the harness reports it instead of passing it silently.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -322,6 +323,7 @@ def no_duplicate_effect(
     for event in timeline.of("effect"):
         effects[(event.data["tool"], canonical(event.data["input"]))].append(event)
     asks = _asks(timeline)
+    reasked = _reasked(timeline)
 
     unrecorded = effects_in_doubt(timeline)
     violations: list[Violation] = []
@@ -345,7 +347,7 @@ def no_duplicate_effect(
                     f"model asked for it {asked} time(s) (crash-free run: {expected}): the agent "
                     "repeated an action the model asked for once. "
                     + (
-                        _key_advice(done)
+                        _key_advice(done, reasked=key in reasked)
                         if flags is not None and flags.idempotent
                         else "Record the intent durably before an irreversible call and settle "
                         "it on resume instead of re-running it."
@@ -365,7 +367,7 @@ def no_duplicate_effect(
                     f"effect {tool}({_short(json.loads(raw_input))}) happened {n} times; the "
                     f"crash-free run did it {expected} time(s). "
                     + (
-                        _key_advice(done)
+                        _key_advice(done, reasked=key in reasked)
                         if flags is not None and flags.idempotent
                         else "The repeat is not explained by the end of an attempt between the "
                         "effect and a durable record of it."
@@ -382,8 +384,10 @@ def _asks(timeline: Timeline) -> dict[tuple[str, str], set[tuple[Any, str, str]]
     """Each planned call's distinct requests by the model: ``tool_use`` ids, each within its
     conversation.
 
-    A reply to the same history (an SDK retry, a resumed agent asking again) repeats its
-    ids, and counts once. A scripted model's ids are unique only within one conversation,
+    A reply to the same history (an SDK retry, a resumed agent asking again) asks for the
+    same calls, and counts once: the scripted model gives it fresh ids, as the API would
+    (``toolu_s0c0a0_g1``, the second reply holding ``toolu_s0c0a0``), which count as the
+    first. A scripted model's ids are unique only within one conversation,
     where the API's are unique everywhere: an agent that holds several conversations (a
     sub-task each) gets the same ids in each of them, and each is a request of its own. A
     conversation is told by its first message and by the checkpoint the agent loaded or
@@ -402,13 +406,44 @@ def _asks(timeline: Timeline) -> dict[tuple[str, str], set[tuple[Any, str, str]]
         else:
             where, first = conversation.get(event.data.get("index"), (task, ""))
             for tool_use_id, name, tool_input in event.data.get("tool_uses", ()):
-                asks[(name, canonical(tool_input))].add((where, first, str(tool_use_id)))
+                asks[(name, canonical(tool_input))].add((where, first, _first_issue(str(tool_use_id))))
     return asks
 
 
-def _key_advice(done: list[Event]) -> str:
+#: A scripted model's id in a reply to a history asked again: ``toolu_s0c0a0_g1``.
+_REISSUED = re.compile(r"^(toolu_s\d+c\d+a\d+(?:_d[\d-]+)?)_g\d+$")
+
+
+def _first_issue(tool_use_id: str) -> str:
+    """The id a scripted model's reply gave first to the call that ``tool_use_id`` names
+    again; any other id as it is."""
+    match = _REISSUED.match(tool_use_id)
+    return match[1] if match else tool_use_id
+
+
+def _reasked(timeline: Timeline) -> set[tuple[str, str]]:
+    """The calls a scripted model's reply asked for again, under fresh ids, because the
+    agent sent the same history again (it had lost the reply that asked first)."""
+    return {
+        (name, canonical(tool_input))
+        for event in timeline.of("model_response")
+        for tool_use_id, name, tool_input in event.data.get("tool_uses", ())
+        if _REISSUED.match(str(tool_use_id))
+    }
+
+
+def _key_advice(done: list[Event], *, reasked: bool = False) -> str:
     """What to do about repeats of a tool that drops a repeat of the same key."""
     keys = [e.data.get("key") for e in done]
+    if None not in keys and reasked and len(set(keys)) > 1:
+        shown = ", ".join(repr(k) for k in dict.fromkeys(keys))
+        return (
+            f"The tool honours idempotency keys, but the calls came with different keys "
+            f"({_cut(shown)}): the agent ran the call of a reply it had not saved, then, "
+            "resumed, asked the model the same again and got the call under a new tool_use "
+            "id (the API gives every reply new ids). Save the model's reply durably before "
+            "running its tools, so a resume runs the same tool_use ids with the same keys."
+        )
     if None in keys:
         return (
             "The tool honours idempotency keys, but a call came without one: pass a key on "

@@ -42,7 +42,7 @@ __all__ = [
 DEFAULT_MODEL = "claude-scripted"
 # A turn that asks for only some of its step's missing calls (a forced ``tool_choice``,
 # ``disable_parallel_tool_use``) names the calls it left for later: ``_d1-2``.
-_PLAN_ID = re.compile(r"^toolu_s(\d+)c(\d+)a(\d+)(?:_d(\d+(?:-\d+)*))?$")
+_PLAN_ID = re.compile(r"^toolu_s(\d+)c(\d+)a(\d+)(?:_d(\d+(?:-\d+)*))?(?:_g\d+)?$")
 # What a PlanModel id names: (step, call), attempt + 1, the planned call, its class, and
 # the calls of its step its turn left for later.
 _PlanId = tuple[tuple[int, int], int, "ToolCall | None", int, frozenset[int]]
@@ -243,6 +243,13 @@ class PlanModel:
     are ``toolu_s{step}c{call}a{attempt}``: deterministic, and unique in the conversation.
     When every step has succeeded it answers with ``plan.final_answer``.
 
+    A history asked again (an agent that lost the reply, to a crash before its save, and
+    asks the same question) gets the same reply under fresh ids, as the API gives every
+    reply ids of its own: ``toolu_s0c0a0_g1`` for the second reply holding
+    ``toolu_s0c0a0``, and so on (message ids alike). So an agent that keys an action by
+    the id of a reply it never saved does the action again under a new key, as it would
+    against the API.
+
     Progress survives a compacted history: the last turn in the history that asked for
     planned calls by these ids says where the plan is (it asked for its step's calls
     that were missing then, once every earlier step had succeeded). An agent that
@@ -285,6 +292,9 @@ class PlanModel:
         # attempt`` for the plan's own ids, ``None`` for others. A pure function of the
         # string, so the cache is correct across requests; bounded, as ids may be foreign.
         self._ids: dict[str, _PlanId | None] = {}
+        # How many replies have held each id so far: a reply that would hold one again
+        # (the same history asked again) gets fresh ids, as the API's replies do.
+        self._issued: dict[str, int] = {}
         # The last scan of _respond_parsed: its messages, what they hold (uses by class,
         # successes per class, the next attempt of each call), to resume from.
         self._scanned: (
@@ -298,6 +308,12 @@ class PlanModel:
             ]
             | None
         ) = None
+
+    def _fresh(self, base: str) -> str:
+        """``base`` the first time a reply holds it, then ``base_g1``, ``base_g2``, ..."""
+        n = self._issued.get(base, 0)
+        self._issued[base] = n + 1
+        return f"{base}_g{n}" if n else base
 
     def _parse_id(self, block_id: str) -> _PlanId | None:
         """``((step, call), attempt + 1, planned call or None, its class, calls left for
@@ -473,7 +489,7 @@ class PlanModel:
                     f"Step {s + 1} of the plan still needs: {names}.",
                     request,
                     model,
-                    f"msg_{len(messages):04d}s{s}wait",
+                    self._fresh(f"msg_{len(messages):04d}s{s}wait"),
                 )
             chosen = missing
             if choice.kind == "tool":
@@ -499,14 +515,14 @@ class PlanModel:
                 blocks.append({"type": "text", "text": step.text})
                 size += text_len + 1
             for c, call in chosen:
-                block_id = f"toolu_s{s}c{c}a{next_attempt.get((s, c), 0)}{suffix}"
+                block_id = self._fresh(f"toolu_s{s}c{c}a{next_attempt.get((s, c), 0)}{suffix}")
                 blocks.append(_tool_use(block_id, call))
                 size += self._use_len[(s, c)] + len(block_id) + 1
             return _message(
                 blocks,
                 model,
                 "tool_use",
-                f"msg_{len(messages):04d}s{s}a{max(next_attempt.values(), default=0)}",
+                self._fresh(f"msg_{len(messages):04d}s{s}a{max(next_attempt.values(), default=0)}"),
                 max(1, size // 4),
             )
         if choice.forced:
@@ -515,15 +531,15 @@ class PlanModel:
             n = len(self._steps)
             call = self._final_call(choice, request)
             blocks = [thinking_block("Every step of the plan has succeeded.")] if thinking else []
-            blocks.append(_tool_use(f"toolu_s{n}c0a{next_attempt.get((n, 0), 0)}", call))
+            blocks.append(_tool_use(self._fresh(f"toolu_s{n}c0a{next_attempt.get((n, 0), 0)}"), call))
             return message_json(
-                blocks, model=model, stop_reason="tool_use", message_id=f"msg_{len(messages):04d}call"
+                blocks, model=model, stop_reason="tool_use", message_id=self._fresh(f"msg_{len(messages):04d}call")
             )
         return self._text_reply(
             self.plan.final_answer,
             request,
             model,
-            f"msg_{len(messages):04d}final",
+            self._fresh(f"msg_{len(messages):04d}final"),
             "Every step of the plan has succeeded." if thinking else None,
         )
 

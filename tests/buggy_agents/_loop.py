@@ -38,6 +38,7 @@ class Bugs:
     delete_on_success: bool = False
     answer_changes_on_resume: bool = False
     key_per_attempt: bool = False
+    save_after_tools: bool = False
 
 
 def _key(task_id: str, tool_use_id: str) -> str:
@@ -149,7 +150,8 @@ class _Agent:
                 if self.bugs.delete_on_success:
                     self.store.delete(self.task_id)
                 return answer
-            self.save()
+            if not self.bugs.save_after_tools:
+                self.save()  # BUG when skipped: the tools run on a reply no checkpoint holds
             self.cp.messages.append({"role": "user", "content": []})
             self.run_tools(uses)
         raise RuntimeError("iteration budget exhausted")
@@ -162,7 +164,7 @@ class _Agent:
             key = _key(self.task_id, use["id"])
             if self.bugs.key_per_attempt:
                 key = "k-" + uuid.uuid4().hex[:16]  # BUG: a resume re-runs it under a new key
-            if spec.irreversible and not self.bugs.checkpoint_after_result:
+            if spec.irreversible and not (self.bugs.checkpoint_after_result or self.bugs.save_after_tools):
                 record = self.cp.action(use["id"])
                 if record is not None and record.state == "done" and record.result is not None:
                     results.append({"type": "tool_result", "tool_use_id": use["id"], "content": record.result.content})

@@ -109,13 +109,21 @@ def test_a_lost_response_was_produced_by_the_model_but_never_delivered() -> None
     assert lost.response is not None and lost.response["stop_reason"] == "tool_use"
 
 
-def test_a_lost_response_is_answered_again_by_the_retry_with_the_same_reply() -> None:
+def test_a_lost_response_is_answered_again_by_the_retry_with_the_same_calls_under_fresh_ids() -> None:
+    # The API made a reply the client never got; the SDK's retry gets a reply of its own.
     api = FakeMessagesAPI(PLAN)
     api.fail_next("lost_response")
     reply = create(api.client(max_retries=1))
     assert api.model_calls == 2
-    assert reply.id == api.exchanges[0].response["id"]  # type: ignore[index]
-    assert api.exchanges[0].response == api.exchanges[1].response
+    lost, served = (e.response for e in api.exchanges)
+    assert isinstance(lost, dict) and isinstance(served, dict)
+    assert reply.id == served["id"] != lost["id"]
+    assert [(b["name"], b["input"]) for b in served["content"] if b["type"] == "tool_use"] == [
+        (b["name"], b["input"]) for b in lost["content"] if b["type"] == "tool_use"
+    ]
+    assert [b["id"] for b in served["content"] if b["type"] == "tool_use"] == [
+        f"{b['id']}_g1" for b in lost["content"] if b["type"] == "tool_use"
+    ]
 
 
 def test_a_lost_response_advances_a_stateful_model() -> None:

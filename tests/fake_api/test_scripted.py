@@ -139,12 +139,39 @@ def test_the_reply_is_a_function_of_the_history() -> None:
     assert run(PlanModel(PLAN)) == run(PlanModel(PLAN))
 
 
-def test_a_lost_reply_is_asked_again_with_the_same_calls() -> None:
+def test_a_lost_reply_is_asked_again_with_the_same_calls_under_fresh_ids() -> None:
     # A crash after the model call but before the agent saved its reply: the agent sends
-    # the same history again, and the model says the same thing.
+    # the same history again, and the model asks for the same calls, under ids of their
+    # own, as the API gives every reply (a key made from the first reply's ids is lost).
     model = PlanModel(PLAN)
     history = [{"role": "user", "content": "go"}]
-    assert ask(model, history) == ask(model, history)
+    first, second, third = ask(model, history), ask(model, history), ask(model, history)
+
+    def calls(reply: dict[str, Any]) -> list[tuple[str, Any]]:
+        return [(b["name"], b["input"]) for b in reply["content"] if b["type"] == "tool_use"]
+
+    def ids(reply: dict[str, Any]) -> list[str]:
+        return [b["id"] for b in reply["content"] if b["type"] == "tool_use"]
+
+    assert calls(first) == calls(second) == calls(third) and calls(first)
+    assert ids(second) == [f"{i}_g1" for i in ids(first)]
+    assert ids(third) == [f"{i}_g2" for i in ids(first)]
+    assert len({first["id"], second["id"], third["id"]}) == 3
+    # The plan goes on from a reply under fresh ids as from the first one.
+    answered = [
+        *history,
+        {"role": "assistant", "content": second["content"]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": i, "content": "ok"} for i in ids(second)
+        ]},
+    ]
+    following = ask(PlanModel(PLAN), answered)
+    assert calls(following) == calls(ask(PlanModel(PLAN), [
+        *history,
+        {"role": "assistant", "content": first["content"]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": i, "content": "ok"} for i in ids(first)]},
+    ]))
+    assert calls(following) != calls(first)
 
 
 def test_identical_calls_in_a_plan_each_need_their_own_success() -> None:

@@ -16,7 +16,7 @@ from hypothesis.database import InMemoryExampleDatabase
 
 from pytest_agentckpt.harness import OracleFailure, fuzz
 
-from .toolkit import toolbox
+from .toolkit import safe_toolbox, toolbox
 
 CASES = [
     ("no_repair", {"valid_sequence"}),
@@ -31,6 +31,19 @@ CASES = [
 
 #: What the report of a case says of its cause, where the oracle alone does not.
 SAYS = {"key_per_attempt": "the calls came with different keys"}
+
+
+def test_an_agent_that_saves_the_reply_only_with_its_results_repeats_a_keyed_action() -> None:
+    # Only tools a correct agent can always settle (read-only, keyed): the repeat shows
+    # only because the API (and the scripted model) gives a reply asked for again new ids,
+    # and the agent's keys are made from them.
+    with pytest.raises(OracleFailure) as caught:
+        fuzz(_agent("save_after_tools"), safe_toolbox(), seed=20261129, database=InMemoryExampleDatabase())
+    failure = caught.value
+    assert failure.oracle == "no_duplicate_effect", str(failure)
+    assert failure.found_after is not None and failure.found_after <= 200
+    assert "Save the model's reply durably before running its tools" in str(failure)
+    assert "_g1" in str(failure)
 
 
 def _agent(name: str) -> Callable[..., Any]:
