@@ -17,13 +17,11 @@ from pytest_agentckpt.harness import NotCheckableWarning, OracleFailure, fuzz
 from tests.harness.toolkit import safe_toolbox, toolbox
 
 from .test_false_alarms import sound_passes, twin_caught
-from .tool_runner_agents import async_toolbox, make_run, own_tools_run
+from .tool_runner_agents import async_toolbox, make_run, own_tools_run, restarts_from_scratch_run
 
 SEED = 20261201
 EXAMPLES = 50
-#: Twins fuzz one short plan that reaches their bug: each is found in a few examples and
-#: shrinks fast (the long runs draw the plans).
-TWIN_EXAMPLES = 60
+TWIN_EXAMPLES = 20
 
 
 def _plan(*steps: tuple[str, dict[str, Any]]) -> list[Plan]:
@@ -43,18 +41,20 @@ TOOLBOXES: dict[str, Callable[[], Any]] = {
     "async": async_toolbox,
 }
 
-#: (design, bug, toolbox, oracle, fuzz arguments): each twin and what catches it.
+#: (design, bug, toolbox, oracle, fuzz arguments): each twin and what catches it, on one
+#: short plan that reaches its bug and the faults that show it, so that each is found in
+#: a few examples and shrinks fast (the long runs draw plans and every fault kind).
 TWINS: list[tuple[str, str | None, Callable[[], Any], str, dict[str, Any]]] = [
     # A failed save after the effect raises from the tool: the runner answers the model an
     # error, and the model asks again under a new tool_use id (a new key).
-    ("ledger", "outcome_error", toolbox, "no_duplicate_effect", {"fault_kinds": ["store_outage"]}),
-    ("ledger", "no_key", toolbox, "no_duplicate_effect", {}),
-    ("thread", "no_settle", safe_toolbox, "valid_sequence", {}),
-    ("ledger", "rerun_answered", toolbox, "recorded_work_not_redone", {}),
+    ("ledger", "outcome_error", toolbox, "no_duplicate_effect", {"fault_kinds": ["store_outage"], "plans": _plan(WRITE)}),
+    ("ledger", "no_key", toolbox, "no_duplicate_effect", {"fault_kinds": ["after_tool_effect"], "plans": _plan(WRITE)}),
+    ("ledger", "rerun_answered", toolbox, "recorded_work_not_redone", {"fault_kinds": ["after_checkpoint_write"], "plans": _plan(SEARCH)}),
+    ("thread", "no_settle", safe_toolbox, "valid_sequence", {"fault_kinds": ["after_checkpoint_write"], "plans": _plan(SEARCH)}),
     # No ledger: the resume sends an unkeyed e-mail of the saved reply again.
-    ("thread", None, toolbox, "no_duplicate_effect", {}),
-    ("stream", "keeps_cut_reply", toolbox, "same_answer", {}),
-    ("async", "enumerate_iteration", async_toolbox, "iteration_monotone", {}),
+    ("thread", None, toolbox, "no_duplicate_effect", {"fault_kinds": ["after_tool_effect"], "plans": _plan(EMAIL)}),
+    ("stream", "keeps_cut_reply", toolbox, "same_answer", {"fault_kinds": ["stream_error", "stream_disconnect"], "plans": _plan(SEARCH)}),
+    ("async", "enumerate_iteration", async_toolbox, "iteration_monotone", {"fault_kinds": ["after_checkpoint_write"], "plans": _plan(SEARCH, SEARCH)}),
 ]
 
 
@@ -104,3 +104,18 @@ def test_a_runner_given_its_own_tools_instead_of_the_toolbox_is_not_checkable() 
         )
     assert set(report.not_checkable) >= {"no_duplicate_effect", "recorded_work_not_redone"}
     assert "search" in report.not_checkable["no_duplicate_effect"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="blind spot: the scripted model answers a history asked again with the same tool_use "
+    "ids, where the API's new reply has new ones, so a key derived from the id of a reply the "
+    "agent never saved matches across the restart and the repeated call is deduplicated",
+)
+def test_a_runner_agent_that_starts_over_after_a_crash_repeats_a_keyed_call() -> None:
+    with pytest.raises(OracleFailure) as caught:
+        fuzz(
+            restarts_from_scratch_run, safe_toolbox(), seed=SEED, max_examples=10, database=InMemoryExampleDatabase(),
+            plans=_plan(WRITE), fault_kinds=["after_tool_effect"],
+        )
+    assert "no_duplicate_effect" in caught.value.oracles

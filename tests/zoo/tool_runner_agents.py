@@ -432,3 +432,33 @@ def own_tools_run(task_id: str, goal: str, *, client: Any, store: CheckpointStor
     cp.status, cp.final_answer = "completed", _text(final)
     store.save(cp)
     return cp.final_answer
+
+
+def restarts_from_scratch_run(task_id: str, goal: str, *, client: Any, store: CheckpointStore, tools: Any) -> str:
+    """The naive runner agent: ``until_done()``, a checkpoint only at completion, keys from
+    the task and the ``tool_use`` id. A crash starts the task over and the model is asked
+    again; the API's new reply has new ids, so the keys differ and a keyed call repeats."""
+    cp = store.load(task_id)
+    if cp is not None and cp.status == "completed":
+        return cp.final_answer or ""
+    ids = ReplyIds()
+
+    def call(name: str, tool_input: dict[str, Any]) -> Any:
+        result = tools.call(name, tool_input, idempotency_key=key_for(task_id, ids.take(name)))
+        if result.is_error:
+            raise RuntimeError(result.content)
+        return result.content
+
+    runner = client.beta.messages.tool_runner(
+        model=MODEL, max_tokens=1024, tools=runner_tools(tools, call), messages=[{"role": "user", "content": goal}]
+    )
+    final = None
+    for message in runner:
+        ids.expect(message)
+        final = message
+    assert final is not None
+    done = Checkpoint(task_id=task_id, goal=goal, status="completed", final_answer=_text(final))
+    if cp is not None:
+        done.version = cp.version
+    store.save(done)
+    return done.final_answer or ""
