@@ -557,10 +557,17 @@ def history_not_found(timeline: Timeline) -> str | None:
         return None
     if any(e.data.get("messages") for e in saves):
         return None
+    only_completion = all(e.data.get("status") == "completed" for e in saves)
     return (
         f"the agent wrote {len(saves)} checkpoint(s) but none held the message history where "
         "the harness looks (checkpoint.messages): tell fuzz where it lives with "
         "history=lambda checkpoint: ... (for example checkpoint.artifacts['session']['messages'])"
+        + (
+            "; every checkpoint it wrote was of a completed task, so if it keeps no history at "
+            "all a crash starts the task over and asks the model again"
+            if only_completion
+            else ""
+        )
     )
 
 

@@ -119,3 +119,11 @@ def test_a_runner_agent_that_starts_over_after_a_crash_repeats_a_keyed_call() ->
             plans=_plan(WRITE), fault_kinds=["after_tool_effect"],
         )
     assert "no_duplicate_effect" in caught.value.oracles
+
+
+def test_an_agent_that_saves_only_on_completion_is_told_so() -> None:
+    with pytest.warns(NotCheckableWarning, match="every checkpoint it wrote was of a completed task"):
+        fuzz(
+            restarts_from_scratch_run, safe_toolbox(), seed=SEED, max_examples=5, database=InMemoryExampleDatabase(),
+            plans=_plan(SEARCH),
+        )
