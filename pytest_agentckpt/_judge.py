@@ -20,6 +20,7 @@ from .oracles import (
     HISTORY_ORACLES,
     ORACLES,
     SAVED_STATE_ORACLES,
+    TOOL_ORACLES,
     Advice,
     Baseline,
     ToolFlags,
@@ -33,6 +34,7 @@ from .oracles import (
     nothing_saved,
     recorded_work_not_redone,
     same_answer,
+    tools_not_called,
     valid_sequence,
 )
 
@@ -121,6 +123,9 @@ def _judge(
     unsaved = nothing_saved(main)
     if unsaved is not None:
         not_checkable.update({name: unsaved for name in SAVED_STATE_ORACLES if name not in ignored})
+    bypassed = tools_not_called(main, flags)
+    if bypassed is not None:
+        not_checkable.update({name: bypassed for name in TOOL_ORACLES if name not in ignored})
     if outcome.rerun_from is not None:
         violations += completed_idempotent(
             outcome.timeline.events[outcome.rerun_from :], outcome.rerun_answer, outcome.answer

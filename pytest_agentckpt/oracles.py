@@ -361,13 +361,16 @@ def no_duplicate_effect(
                 unsafe.append(UnsafeTool(tool, json.loads(raw_input), n, expected))
                 continue
             marks = {e.seq: "DUPLICATE" for e in done[expected:]}
+            answered_error = _error_answer_after_effect(timeline, done[0], asks.get(key, set()))
             violations.append(
                 Violation(
                     "no_duplicate_effect",
                     f"effect {tool}({_short(json.loads(raw_input))}) happened {n} times; the "
                     f"crash-free run did it {expected} time(s). "
                     + (
-                        _key_advice(done, reasked=key in reasked)
+                        answered_error
+                        if answered_error is not None
+                        else _key_advice(done, reasked=key in reasked)
                         if flags is not None and flags.idempotent
                         else "The repeat is not explained by the end of an attempt between the "
                         "effect and a durable record of it."
@@ -430,6 +433,45 @@ def _reasked(timeline: Timeline) -> set[tuple[str, str]]:
         for tool_use_id, name, tool_input in event.data.get("tool_uses", ())
         if _REISSUED.match(str(tool_use_id))
     }
+
+
+def _error_answer_after_effect(
+    timeline: Timeline, effect: Event, asks: set[tuple[Any, str, str]]
+) -> str | None:
+    """Why the model asked again, when the agent told it a call had failed after its
+    effect happened: the first request after ``effect`` that answers one of the call's
+    ``tool_use`` ids with ``is_error``, described; ``None`` if there is none."""
+    ids = {tool_use_id for _where, _first, tool_use_id in asks}
+    for event in timeline.of("model_request"):
+        if event.seq < effect.seq:
+            continue
+        for message in event.data.get("messages") or ():
+            content = message.get("content") if isinstance(message, Mapping) else None
+            for block in content if isinstance(content, list) else ():
+                if (
+                    isinstance(block, Mapping)
+                    and block.get("type") == "tool_result"
+                    and _first_issue(str(block.get("tool_use_id"))) in ids
+                    and block.get("is_error")
+                ):
+                    return (
+                        f"The model asked for it again because model request #{event.data.get('index')} "
+                        f"answered tool_use {block['tool_use_id']} with an error "
+                        f"({_cut(_result_text(block.get('content')), 100)}) although its effect had "
+                        "happened: the tool raised after the effect (a failed checkpoint save, say), "
+                        "and the error reached the model (the SDK's tool_runner sends any exception a "
+                        "tool raises as an error result). Once the effect happened, answer the call "
+                        "with its result, and record the outcome again later if the save fails."
+                    )
+    return None
+
+
+def _result_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(str(b.get("text", "")) for b in content if isinstance(b, Mapping))
+    return str(content)
 
 
 def _key_advice(done: list[Event], *, reasked: bool = False) -> str:
@@ -550,10 +592,59 @@ def history_not_found(timeline: Timeline) -> str | None:
         return None
     if any(e.data.get("messages") for e in saves):
         return None
+    only_completion = all(e.data.get("status") == "completed" for e in saves)
     return (
         f"the agent wrote {len(saves)} checkpoint(s) but none held the message history where "
         "the harness looks (checkpoint.messages): tell fuzz where it lives with "
         "history=lambda checkpoint: ... (for example checkpoint.artifacts['session']['messages'])"
+        + (
+            "; every checkpoint it wrote was of a completed task, so if it keeps no history at "
+            "all a crash starts the task over and asks the model again"
+            if only_completion
+            else ""
+        )
+    )
+
+
+#: The oracles that read the tool calls the agent makes through the toolbox it is given.
+TOOL_ORACLES: tuple[str, ...] = ("no_duplicate_effect", "recorded_work_not_redone")
+
+
+def tools_not_called(timeline: Timeline, names: Iterable[str]) -> str | None:
+    """Why the oracles that count tool calls and effects cannot check this run, or ``None``:
+    the agent answered the model's calls of a toolbox tool with results, but never called
+    that tool through the toolbox ``fuzz`` handed it, so its effects were not seen (its
+    tools run elsewhere: say a ``tool_runner`` given the agent's own ``@beta_tool``
+    functions)."""
+    known = set(names)
+    called = {e.data.get("tool") for e in timeline.of("tool_call")}
+    asked: dict[str, str] = {}
+    for event in timeline.of("model_response"):
+        for tool_use_id, name, _input in event.data.get("tool_uses", ()):
+            if name in known and name not in called:
+                asked[str(tool_use_id)] = name
+    if not asked:  # every toolbox tool the model asked for was called through the toolbox
+        return None
+    answered: set[str] = set()
+    for event in timeline.of("model_request"):
+        for message in event.data.get("messages") or ():
+            content = message.get("content") if isinstance(message, Mapping) else None
+            for block in content if isinstance(content, list) else ():
+                if (
+                    isinstance(block, Mapping)
+                    and block.get("type") == "tool_result"
+                    and not block.get("is_error")
+                    and str(block.get("tool_use_id")) in asked
+                ):
+                    answered.add(asked[str(block.get("tool_use_id"))])
+    if not answered:
+        return None
+    return (
+        f"the model's calls of {', '.join(sorted(answered))} were answered with results, but "
+        "the agent never called them through the toolbox fuzz handed it (run(..., tools=...)), "
+        "so no tool call or effect of them was seen: its tools run elsewhere (a tool_runner "
+        "given the agent's own @beta_tool functions, say). Give the runner tools that call "
+        "tools.call(name, input, idempotency_key=...), as docs/fuzz-your-agent.md shows"
     )
 
 

@@ -1,4 +1,4 @@
-"""The three agents of docs/fuzz-your-agent.md pass ``fuzz``, and their naive twins are caught.
+"""The agents of docs/fuzz-your-agent.md pass ``fuzz``, and their naive twins are caught.
 
 Each example is an agent module and its test file under ``docs/examples/``, run here as a
 user runs them: copied into a fresh directory, ``pytest`` in a child process. Their glue
@@ -19,6 +19,7 @@ AGENTS = {
     "gather_agent": "test_gather_agent.py",
     "session_agent": "test_session_agent.py",
     "token_agent": "test_token_agent.py",
+    "runner_agent": "test_runner_agent.py",
 }
 MAX_GLUE_LINES = 15
 
