@@ -228,6 +228,10 @@ class _Verdict:
     advice: list[Advice] = field(default_factory=list)
     #: The keyword arguments of ``replay`` that reproduce this verdict (``, budget=3``).
     replay_args: str = ""
+    #: How the report names the fault plan, where it differs from ``faults.describe()``:
+    #: for a plan drawn with occurrences counted from the end, which occurrence each is
+    #: (``faults`` holds the plan resolved against the crash-free run, which replays exactly).
+    fault_text: str = ""
 
     @property
     def oracles(self) -> list[str]:
@@ -310,7 +314,7 @@ def _report(verdict: _Verdict, reproduce: str, *, lead: str | None = None, limit
         lines.append(f"advice: {advice.describe()}")
     faults, plan = verdict.faults, verdict.plan
     lines += [
-        f"fault plan: {faults.describe()}",
+        f"fault plan: {verdict.fault_text or faults.describe()}",
         f"plan: {_describe_plan(plan)}",
         f"reproduce: {reproduce}",
         # Pasted with the test's own ``run`` and ``tools`` in scope, this gives the same failure.
@@ -390,6 +394,12 @@ def _evaluate_once(executor: _Executor, plan: Plan, faults: FaultPlan, budget: i
     problems = [v for v in _crash_free_failure(clean) if v.oracle not in ignored]
     if problems and not clean.completed:
         return _Verdict(plan, FaultPlan(), clean, problems, [], crash_free=True)
+    fault_text = ""
+    if faults.from_end and clean.counts is not None:
+        # Occurrences counted from the end of the crash-free run become counts from the
+        # start; one counted from further back than that run goes is left out (unreached).
+        fault_text = faults.describe(clean.counts)
+        faults = faults.resolve(clean.counts)
     # Faults that the crash-free run never reaches would not fire: the run under them is
     # the crash-free run again, so that run is judged instead of made twice.
     outcome = executor.execute(plan, faults) if clean.reaches(faults) else clean
@@ -403,7 +413,7 @@ def _evaluate_once(executor: _Executor, plan: Plan, faults: FaultPlan, budget: i
         violations += [
             Violation(v.oracle, f"{v.message} (in the crash-free run of this plan)") for v in problems
         ]
-    return _Verdict(plan, faults, outcome, violations, unsafe, False, not_checkable, advice)
+    return _Verdict(plan, faults, outcome, violations, unsafe, False, not_checkable, advice, fault_text=fault_text)
 
 
 def _ignored_oracles(ignore_oracles: Sequence[str]) -> frozenset[str]:

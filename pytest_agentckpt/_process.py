@@ -257,6 +257,7 @@ class ProcessExecutor:
             request_budget,
             request_rules_hook,
             resumed_idle,
+            run_counts,
             runaway_detail,
             stopped_detail,
         )
@@ -398,6 +399,7 @@ class ProcessExecutor:
                     timeline.add("attempt_end", outcome="answer", detail=str(value))
                     outcome.completed, outcome.answer, outcome.error = True, value, None
                     break
+                outcome.counts = run_counts(injector, child.hits, child.ops)
                 if outcome.completed and rerun:
                     injector.disarm()
                     outcome.rerun_from = len(timeline)

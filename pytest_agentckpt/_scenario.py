@@ -28,6 +28,7 @@ from .faults import (
     HistoryLocator,
     InstrumentedToolbox,
     PlanInfeasible,
+    RunCounts,
     is_generation,
 )
 from .oracles import (
@@ -428,6 +429,9 @@ class _Outcome:
     crashes: int = 0
     #: Why the scenario was stopped as a runaway, if it was.
     runaway: str | None = None
+    #: What the run met up to its completion (not the re-run of the completed task): what
+    #: occurrences counted from the end of a crash-free run are resolved against.
+    counts: RunCounts | None = None
 
     def reaches(self, faults: FaultPlan) -> bool:
         """Whether a run that goes as this one did would meet a fault of ``faults``.
@@ -458,6 +462,17 @@ class _Outcome:
         main.attempt = self.timeline.attempt
         main.events = self.timeline.events[: self.rerun_from]
         return main
+
+
+def run_counts(injector: FaultInjector, hits: Counter[str] | None = None, store_ops: Counter[str] | None = None) -> RunCounts:
+    """A copy of what ``injector`` counted so far (``hits`` and ``store_ops``, where another
+    process counted them: added to its own)."""
+    return RunCounts(
+        hits=dict(injector.hits + (hits or Counter())),
+        store_ops=dict(injector.store_ops + (store_ops or Counter())),
+        requests=injector.requests,
+        streamed=frozenset(injector.streamed),
+    )
 
 
 class _Executor:
@@ -574,6 +589,7 @@ class _Executor:
                 timeline.add("attempt_end", outcome="answer", detail=str(answer))
                 outcome.completed, outcome.answer, outcome.error = True, answer, None
                 break
+            outcome.counts = run_counts(injector)
             if outcome.completed and rerun:
                 injector.plan = FaultPlan()
                 injector.disarm()

@@ -634,7 +634,7 @@ def _led_by(verdict: _Verdict, oracle: str) -> _Verdict:
     rest = [v for v in verdict.violations if v.oracle != oracle]
     return _Verdict(
         verdict.plan, verdict.faults, verdict.outcome, first + rest, verdict.unsafe, verdict.crash_free,
-        verdict.not_checkable, verdict.advice, verdict.replay_args,
+        verdict.not_checkable, verdict.advice, verdict.replay_args, verdict.fault_text,
     )
 
 

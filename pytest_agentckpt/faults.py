@@ -38,6 +38,14 @@ Only generations (``messages.create`` and ``messages.stream``) are model calls: 
 >>> plan = FaultPlan(crashes=(CrashAt("after_tool_effect", 1),))
 >>> plan.describe()
 'crash at after_tool_effect #1'
+
+An occurrence may also count from the end of the plan's crash-free run: ``-1`` is the last
+time that point (request, store operation) was met there, ``-2`` the one before. The
+harness resolves such a plan against the crash-free run's counts before it runs it
+(:meth:`FaultPlan.resolve`), so faults reach late in a long run too:
+
+>>> FaultPlan(crashes=(CrashAt("after_checkpoint_write", -1),)).describe()
+'crash at after_checkpoint_write, the last'
 """
 
 from __future__ import annotations
@@ -87,6 +95,7 @@ __all__ = [
     "HistoryLocator",
     "InstrumentedToolbox",
     "PlanInfeasible",
+    "RunCounts",
     "StoreFault",
     "StoreFaultKind",
     "StoreOperation",
@@ -169,9 +178,53 @@ class Crash(BaseException):
         self.occurrence = occurrence
 
 
+def _check_occurrence(name: str, value: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value == 0:
+        raise ValueError(
+            f"{name} must be >= 1 (the n-th time, counted from the start) or <= -1 (counted "
+            f"from the end of the crash-free run: -1 is the last time), not {value!r}"
+        )
+
+
+def _ordinal(n: int) -> str:
+    """``1`` -> ``1st``, ``2`` -> ``2nd``, ``11`` -> ``11th``."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def _from_end(occurrence: int, count: int | None = None) -> str:
+    """How an occurrence counted from the end reads: ``the last``, ``the 3rd from last``;
+    with the crash-free run's ``count``, which one that is, or that it is never reached."""
+    which = "the last" if occurrence == -1 else f"the {_ordinal(-occurrence)} from last"
+    if count is None:
+        return which
+    resolved = count + occurrence + 1
+    if resolved < 1:
+        return f"{which} (never reached: the crash-free run has {count})"
+    return f"#{resolved} ({which} of {count})"
+
+
+@dataclass(frozen=True)
+class RunCounts:
+    """How many times a run met each fault point, store operation and model request: what
+    occurrences counted from the end (negative) are resolved against (:meth:`FaultPlan.resolve`).
+
+    ``streamed``: the model requests that asked for a streamed reply.
+    """
+
+    hits: Mapping[str, int]
+    store_ops: Mapping[str, int]
+    requests: int
+    streamed: frozenset[int] = frozenset()
+
+
 @dataclass(frozen=True, order=True)
 class CrashAt:
-    """Crash at the ``occurrence``-th time (1-based, counted across resumes) ``point`` is met."""
+    """Crash at the ``occurrence``-th time (1-based, counted across resumes) ``point`` is met.
+
+    A negative ``occurrence`` counts from the end of the plan's crash-free run: ``-1`` is
+    the last time that run met ``point`` (resolved by :meth:`FaultPlan.resolve`).
+    """
 
     point: FaultPoint
     occurrence: int = 1
@@ -179,8 +232,7 @@ class CrashAt:
     def __post_init__(self) -> None:
         if self.point not in FAULT_POINTS:
             raise ValueError(f"point must be one of {FAULT_POINTS}, not {self.point!r}")
-        if self.occurrence < 1:
-            raise ValueError(f"occurrence must be >= 1, not {self.occurrence}")
+        _check_occurrence("occurrence", self.occurrence)
 
 
 @dataclass(frozen=True, order=True)
@@ -195,6 +247,9 @@ class ApiFault:
     (opt-in, see :data:`OPT_IN_FAULT_KINDS`): the model answers, and its reply, streamed
     or not, arrives cut by the token limit with ``stop_reason: "max_tokens"``; the agent
     must not run its cut tool call nor take its cut text for the answer.
+
+    A negative ``request`` counts from the end of the plan's crash-free run: ``-1`` is its
+    last model request.
     """
 
     kind: ApiFaultKind
@@ -203,8 +258,7 @@ class ApiFault:
     def __post_init__(self) -> None:
         if self.kind not in API_FAULT_KINDS:
             raise ValueError(f"kind must be one of {API_FAULT_KINDS}, not {self.kind!r}")
-        if self.request < 1:
-            raise ValueError(f"request must be >= 1, not {self.request}")
+        _check_occurrence("request", self.request)
 
 
 StoreOperation = Literal["load", "save"]
@@ -216,7 +270,9 @@ class StoreFault:
     and the ``length - 1`` after it fail with ``StoreUnavailableError`` (``store_outage``)
     or take ``delay`` seconds longer (``slow_store``).
 
-    ``StoreFault("store_outage", "load", 2)`` is the load of the first resume.
+    ``StoreFault("store_outage", "load", 2)`` is the load of the first resume. A negative
+    ``occurrence`` counts from the end of the plan's crash-free run:
+    ``StoreFault("store_outage", "save", -1)`` is its last save.
     """
 
     kind: StoreFaultKind
@@ -230,8 +286,9 @@ class StoreFault:
             raise ValueError(f"kind must be one of {STORE_FAULT_KINDS}, not {self.kind!r}")
         if self.operation not in ("load", "save"):
             raise ValueError(f"operation must be 'load' or 'save', not {self.operation!r}")
-        if self.occurrence < 1 or self.length < 1:
-            raise ValueError("occurrence and length must be >= 1")
+        _check_occurrence("occurrence", self.occurrence)
+        if self.length < 1:
+            raise ValueError(f"length must be >= 1, not {self.length}")
         if self.delay < 0:
             raise ValueError("delay must be >= 0")
 
@@ -260,15 +317,90 @@ class FaultPlan:
         """The number of faults in the plan (what shrinking minimises)."""
         return len(self.crashes) + len(self.api_faults) + len(self.store_faults)
 
-    def describe(self) -> str:
-        """A one-line summary, the form failure reports show."""
-        parts = [f"crash at {c.point} #{c.occurrence}" for c in self.crashes]
-        parts += [f"API {f.kind} on request #{f.request}" for f in self.api_faults]
+    @property
+    def from_end(self) -> bool:
+        """Whether an occurrence counts from the end of the crash-free run (is negative)."""
+        return (
+            any(c.occurrence < 0 for c in self.crashes)
+            or any(f.request < 0 for f in self.api_faults)
+            or any(s.occurrence < 0 for s in self.store_faults)
+        )
+
+    def describe(self, counts: RunCounts | None = None) -> str:
+        """A one-line summary, the form failure reports show.
+
+        With ``counts`` (the crash-free run's), an occurrence counted from the end says
+        which one it is: ``crash at after_checkpoint_write #14 (the last of 14)``.
+
+        >>> plan = FaultPlan(store_faults=(StoreFault("store_outage", "save", -2),))
+        >>> plan.describe(RunCounts({}, {"save": 9}, 4))
+        'store outage on save #8 (the 2nd from last of 9)'
+        """
+
+        def at(occurrence: int, count: int) -> str:
+            if occurrence > 0:
+                return f"#{occurrence}"
+            return _from_end(occurrence, None if counts is None else count)
+
+        def spaced(text: str) -> str:
+            return f" {text}" if text.startswith("#") else f", {text}"
+
+        hits = counts.hits if counts is not None else {}
+        ops = counts.store_ops if counts is not None else {}
+        requests = counts.requests if counts is not None else 0
+        parts = [f"crash at {c.point}{spaced(at(c.occurrence, hits.get(c.point, 0)))}" for c in self.crashes]
+        parts += [
+            f"API {f.kind} on request{spaced(at(f.request, requests))}" for f in self.api_faults
+        ]
         for s in self.store_faults:
-            span = f"#{s.occurrence}" if s.length == 1 else f"#{s.occurrence}-#{s.occurrence + s.length - 1}"
             what = "outage" if s.kind == "store_outage" else f"delay {s.delay}s"
-            parts.append(f"store {what} on {s.operation} {span}")
+            if s.occurrence > 0:
+                span = f"#{s.occurrence}" if s.length == 1 else f"#{s.occurrence}-#{s.occurrence + s.length - 1}"
+                parts.append(f"store {what} on {s.operation} {span}")
+                continue
+            span = at(s.occurrence, ops.get(s.operation, 0))
+            if s.length > 1:
+                span += f" and the {s.length - 1} after it"
+            parts.append(f"store {what} on {s.operation}{spaced(span)}")
         return "; ".join(parts) or "no faults"
+
+    def resolve(self, counts: RunCounts) -> FaultPlan:
+        """This plan with every occurrence counted from the end (negative) made a count from
+        the start, against ``counts``, the plan's crash-free run: ``-1`` becomes the number
+        of times that run met the point (made the request, the store operation).
+
+        A fault counted from further back than the run goes (``-5`` of a point met 3 times)
+        is never reached: it is left out, as a fault that cannot fire. So is a stream fault
+        resolved onto a request that did not stream. A plan with nothing counted from the
+        end is returned as it is.
+
+        >>> plan = FaultPlan(crashes=(CrashAt("after_tool_effect", -1), CrashAt("before_tool_effect", -4)))
+        >>> plan.resolve(RunCounts({"after_tool_effect": 3, "before_tool_effect": 3}, {}, 4)).describe()
+        'crash at after_tool_effect #3'
+        """
+        if not self.from_end:
+            return self
+
+        def start(occurrence: int, count: int) -> int:
+            return occurrence if occurrence > 0 else count + occurrence + 1
+
+        crashes: dict[CrashAt, None] = {}
+        for c in self.crashes:
+            n = start(c.occurrence, counts.hits.get(c.point, 0))
+            if n >= 1:
+                crashes.setdefault(CrashAt(c.point, n))
+        api: dict[int, ApiFault] = {}
+        for f in self.api_faults:
+            n = start(f.request, counts.requests)
+            if n < 1 or (f.request < 0 and f.kind in STREAM_FAULT_KINDS and n not in counts.streamed):
+                continue
+            api.setdefault(n, ApiFault(f.kind, n))
+        store: list[StoreFault] = []
+        for s in self.store_faults:
+            n = start(s.occurrence, counts.store_ops.get(s.operation, 0))
+            if n >= 1:
+                store.append(StoreFault(s.kind, s.operation, n, s.length, s.delay))
+        return FaultPlan(tuple(sorted(crashes)), tuple(sorted(api.values())), tuple(store))
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-safe form (for process mode and reports)."""
@@ -329,6 +461,12 @@ class FaultInjector:
     """
 
     def __init__(self, plan: FaultPlan | None = None, timeline: Timeline | None = None) -> None:
+        if plan is not None and plan.from_end:
+            raise ValueError(
+                f"fault plan {plan.describe()!r} counts occurrences from the end of the crash-free "
+                "run (negative): resolve it first with plan.resolve(counts of the crash-free run), "
+                "or give it to replay/fuzz, which do"
+            )
         self.plan = plan or FaultPlan()
         self.timeline = timeline if timeline is not None else Timeline()
         self.hits: Counter[str] = Counter()

@@ -317,6 +317,7 @@ def fault_plans(
     max_api_faults: int = 1,
     max_store_faults: int = 1,
     streamed: bool = False,
+    from_end: bool = True,
 ) -> st.SearchStrategy[FaultPlan]:
     """Fault plans: up to ``max_crashes`` crashes at the points in ``kinds``, plus API and
     store faults of the kinds in ``kinds`` (default: ``DEFAULT_FAULT_KINDS``, every kind
@@ -325,6 +326,14 @@ def fault_plans(
     ``streamed``: the agent asks for streamed replies, so half of the API faults are drawn
     from the kinds that cut a stream short (``stream_disconnect``, ``stream_error``),
     rather than two kinds in eight. (They do nothing to a request that does not stream.)
+
+    ``from_end``: half of the occurrences (of crashes, API faults and store faults on
+    save) count from the end of the plan's crash-free run, ``-1`` to ``-max_occurrence``
+    (``-1``: the last time), so that faults reach late in a long run as well as early;
+    ``fuzz`` and ``replay`` resolve them against that run (:meth:`FaultPlan.resolve`).
+    Shrinking goes from them to counts from the start, towards ``#1``. ``from_end=False``:
+    only counts from the start, ``1`` to ``max_occurrence`` (what a ``FaultInjector`` you
+    drive yourself takes).
 
     >>> from hypothesis import find
     >>> find(fault_plans(kinds=["after_tool_effect"]), lambda p: p.crashes).describe()
@@ -339,7 +348,14 @@ def fault_plans(
     points = [p for p in FAULT_POINTS if p in chosen]
     api = [k for k in API_FAULT_KINDS if k in chosen]
     store = [k for k in STORE_FAULT_KINDS if k in chosen]
-    occurrence = st.integers(1, max_occurrence)
+    # One integer per occurrence, 1..2m: 1..m count from the start, m+1..2m from the end
+    # (m+1 is -1, the last). Integers shrink towards 1, so a late fault shrinks to the
+    # earliest one that still fails. (A single draw: one_of would cost a branch draw more.)
+    occurrence = (
+        st.integers(1, 2 * max_occurrence).map(_early_or_late(max_occurrence))
+        if from_end
+        else st.integers(1, max_occurrence)
+    )
     crash = st.builds(CrashAt, st.sampled_from(points), occurrence) if points else None
     stream = [k for k in api if k in STREAM_FAULT_KINDS]
     whole = [k for k in api if k not in STREAM_FAULT_KINDS]
@@ -382,6 +398,13 @@ def fault_plans(
         return FaultPlan(tuple(sorted(crashes)), tuple(sorted(api_faults)), tuple(store_faults))
 
     return build()
+
+
+def _early_or_late(max_occurrence: int) -> Callable[[int], int]:
+    def occurrence(n: int) -> int:
+        return n if n <= max_occurrence else max_occurrence - n
+
+    return occurrence
 
 
 # -- message histories -------------------------------------------------------------------

@@ -39,6 +39,9 @@ class Bugs:
     answer_changes_on_resume: bool = False
     key_per_attempt: bool = False
     save_after_tools: bool = False
+    #: Keep at most this many entries in the write-ahead ledger (0: no cap), to bound the
+    #: checkpoint's size on long tasks: an irreversible call past the cap goes unrecorded.
+    ledger_cap: int = 0
 
 
 def _key(task_id: str, tool_use_id: str) -> str:
@@ -176,6 +179,11 @@ class _Agent:
                         {"type": "tool_result", "tool_use_id": use["id"], "content": UNKNOWN, "is_error": True}
                     )
                     self.save()
+                    continue
+                if record is None and 0 < self.bugs.ledger_cap <= len(self.cp.actions):
+                    # BUG (ledger_cap): no intent saved, no outcome until the batch's save.
+                    result = self.tools.call(use["name"], use["input"], idempotency_key=key)
+                    results.append(result.to_block(use["id"]))
                     continue
                 if record is None:
                     record = ActionRecord(

@@ -73,3 +73,21 @@ def test_the_failure_shrinks_to_one_crash_and_a_one_step_plan() -> None:
     assert len(failure.plan.steps) == 1
     assert "DUPLICATE" in str(failure)
 
+
+
+def test_a_bug_that_shows_only_late_in_a_long_run_is_caught() -> None:
+    # The ledger-cap agent is the correct loop until its sixth irreversible call (after
+    # its twelfth save, at its sixth tool effect or later): a fault counted from the start,
+    # #1 to #6, almost never reaches it (3 of seeds 1-10 with these plans); one counted
+    # from the end of the run does (9 of 10; 200 examples, the quick profile). See test_late_faults.py for the early crashes
+    # it survives.
+    from pytest_agentckpt.strategies import plans
+
+    with pytest.raises(OracleFailure) as caught:
+        fuzz(
+            _agent("ledger_cap"), toolbox(), plans=plans(toolbox(), min_steps=4), seed=20261129,
+            database=InMemoryExampleDatabase(), max_examples=200,
+        )
+    assert caught.value.oracle == "no_duplicate_effect", str(caught.value)[:2000]
+    # The failure replays from the plan it holds, counted from the start.
+    assert caught.value.fault_plan is not None and not caught.value.fault_plan.from_end

@@ -119,7 +119,9 @@ def test_an_agent_that_forgets_completion_fails_only_completed_idempotent() -> N
 
 def test_an_agent_that_stops_on_a_store_failure_gets_advice_not_a_violation() -> None:
     report = fuzz(
-        SOUND["stops_on_store_failure"], toolbox(), seed=2, database=InMemoryExampleDatabase(),
+        # Seed 1: seed 2 drew no outage on an outcome write once occurrences were also
+        # counted from the end of the run (seeds 1, 3 and 5 do).
+        SOUND["stops_on_store_failure"], toolbox(), seed=1, database=InMemoryExampleDatabase(),
         unsafe_tools="ignore", fault_kinds=["store_outage"], max_examples=EXAMPLES,
     )
     assert any("retrying the outcome write" in a.describe() for a in report.advice), report.advice
