@@ -42,7 +42,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
@@ -442,28 +442,30 @@ def _error_answer_after_effect(
     effect happened: the first request after ``effect`` that answers one of the call's
     ``tool_use`` ids with ``is_error``, described; ``None`` if there is none."""
     ids = {tool_use_id for _where, _first, tool_use_id in asks}
+    for event, block in _sent_results(timeline, after=effect.seq):
+        if _first_issue(str(block.get("tool_use_id"))) in ids and block.get("is_error"):
+            return (
+                f"The model asked for it again because model request #{event.data.get('index')} "
+                f"answered tool_use {block['tool_use_id']} with an error "
+                f"({_cut(_result_text(block.get('content')), 100)}) although its effect had "
+                "happened: the tool raised after the effect (a failed checkpoint save, say), "
+                "and the error reached the model (the SDK's tool_runner sends any exception a "
+                "tool raises as an error result). Once the effect happened, answer the call "
+                "with its result, and record the outcome again later if the save fails."
+            )
+    return None
+
+
+def _sent_results(timeline: Timeline, *, after: int = -1) -> Iterator[tuple[Event, Mapping[str, Any]]]:
+    """Each ``tool_result`` block of each model request (after event ``after``), with it."""
     for event in timeline.of("model_request"):
-        if event.seq < effect.seq:
+        if event.seq < after:
             continue
         for message in event.data.get("messages") or ():
             content = message.get("content") if isinstance(message, Mapping) else None
             for block in content if isinstance(content, list) else ():
-                if (
-                    isinstance(block, Mapping)
-                    and block.get("type") == "tool_result"
-                    and _first_issue(str(block.get("tool_use_id"))) in ids
-                    and block.get("is_error")
-                ):
-                    return (
-                        f"The model asked for it again because model request #{event.data.get('index')} "
-                        f"answered tool_use {block['tool_use_id']} with an error "
-                        f"({_cut(_result_text(block.get('content')), 100)}) although its effect had "
-                        "happened: the tool raised after the effect (a failed checkpoint save, say), "
-                        "and the error reached the model (the SDK's tool_runner sends any exception a "
-                        "tool raises as an error result). Once the effect happened, answer the call "
-                        "with its result, and record the outcome again later if the save fails."
-                    )
-    return None
+                if isinstance(block, Mapping) and block.get("type") == "tool_result":
+                    yield event, block
 
 
 def _result_text(content: Any) -> str:
@@ -625,18 +627,11 @@ def tools_not_called(timeline: Timeline, names: Iterable[str]) -> str | None:
                 asked[str(tool_use_id)] = name
     if not asked:  # every toolbox tool the model asked for was called through the toolbox
         return None
-    answered: set[str] = set()
-    for event in timeline.of("model_request"):
-        for message in event.data.get("messages") or ():
-            content = message.get("content") if isinstance(message, Mapping) else None
-            for block in content if isinstance(content, list) else ():
-                if (
-                    isinstance(block, Mapping)
-                    and block.get("type") == "tool_result"
-                    and not block.get("is_error")
-                    and str(block.get("tool_use_id")) in asked
-                ):
-                    answered.add(asked[str(block.get("tool_use_id"))])
+    answered = {
+        asked[str(block.get("tool_use_id"))]
+        for _event, block in _sent_results(timeline)
+        if not block.get("is_error") and str(block.get("tool_use_id")) in asked
+    }
     if not answered:
         return None
     return (
