@@ -543,11 +543,10 @@ def _repeats_left_out(limits: Mapping[tuple[str, str], int]) -> World:
             honour_key: bool,
             effect: Callable[[], str],
         ) -> str:
-            limit = limits.get((tool, canonical(input)))
-            if limit is not None:
-                done = [e.result for e in self.effects(tool) if canonical(e.input) == canonical(input)]
-                if len(done) >= max(limit, 1):
-                    return done[-1]
+            encoded = canonical(input)
+            limit = limits.get((tool, encoded))
+            if limit is not None and self.count(tool, input) >= max(limit, 1):
+                return [e.result for e in self.effects(tool) if canonical(e.input) == encoded][-1]
             return super().perform(tool, input, idempotency_key=idempotency_key, honour_key=honour_key, effect=effect)
 
     return RepeatsLeftOut()

@@ -40,7 +40,6 @@ says why, and the harness reports it instead of passing it silently.
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -323,7 +322,6 @@ def no_duplicate_effect(
     for event in timeline.of("effect"):
         effects[(event.data["tool"], canonical(event.data["input"]))].append(event)
     asks = _asks(timeline)
-    reasked = _reasked(timeline)
 
     unrecorded = effects_in_doubt(timeline)
     violations: list[Violation] = []
@@ -347,7 +345,7 @@ def no_duplicate_effect(
                     f"model asked for it {asked} time(s) (crash-free run: {expected}): the agent "
                     "repeated an action the model asked for once. "
                     + (
-                        _key_advice(done, reasked=key in reasked)
+                        _key_advice(done, reasked=key in _reasked(timeline))
                         if flags is not None and flags.idempotent
                         else "Record the intent durably before an irreversible call and settle "
                         "it on resume instead of re-running it."
@@ -370,7 +368,7 @@ def no_duplicate_effect(
                     + (
                         answered_error
                         if answered_error is not None
-                        else _key_advice(done, reasked=key in reasked)
+                        else _key_advice(done, reasked=key in _reasked(timeline))
                         if flags is not None and flags.idempotent
                         else "The repeat is not explained by the end of an attempt between the "
                         "effect and a durable record of it."
@@ -397,6 +395,8 @@ def _asks(timeline: Timeline) -> dict[tuple[str, str], set[tuple[Any, str, str]]
     saved last before the request (two sub-tasks alike have the same first message, but
     each its own checkpoint).
     """
+    from reference_agent.scripted import first_issue  # the scripted model's ids are its own
+
     asks: dict[tuple[str, str], set[tuple[Any, str, str]]] = defaultdict(set)
     conversation: dict[Any, tuple[Any, str]] = {}
     task: Any = None
@@ -409,29 +409,20 @@ def _asks(timeline: Timeline) -> dict[tuple[str, str], set[tuple[Any, str, str]]
         else:
             where, first = conversation.get(event.data.get("index"), (task, ""))
             for tool_use_id, name, tool_input in event.data.get("tool_uses", ()):
-                asks[(name, canonical(tool_input))].add((where, first, _first_issue(str(tool_use_id))))
+                asks[(name, canonical(tool_input))].add((where, first, first_issue(str(tool_use_id))))
     return asks
-
-
-#: A scripted model's id in a reply to a history asked again: ``toolu_s0c0a0_g1``.
-_REISSUED = re.compile(r"^(toolu_s\d+c\d+a\d+(?:_d[\d-]+)?)_g\d+$")
-
-
-def _first_issue(tool_use_id: str) -> str:
-    """The id a scripted model's reply gave first to the call that ``tool_use_id`` names
-    again; any other id as it is."""
-    match = _REISSUED.match(tool_use_id)
-    return match[1] if match else tool_use_id
 
 
 def _reasked(timeline: Timeline) -> set[tuple[str, str]]:
     """The calls a scripted model's reply asked for again, under fresh ids, because the
     agent sent the same history again (it had lost the reply that asked first)."""
+    from reference_agent.scripted import first_issue
+
     return {
         (name, canonical(tool_input))
         for event in timeline.of("model_response")
         for tool_use_id, name, tool_input in event.data.get("tool_uses", ())
-        if _REISSUED.match(str(tool_use_id))
+        if first_issue(str(tool_use_id)) != str(tool_use_id)
     }
 
 
@@ -441,9 +432,11 @@ def _error_answer_after_effect(
     """Why the model asked again, when the agent told it a call had failed after its
     effect happened: the first request after ``effect`` that answers one of the call's
     ``tool_use`` ids with ``is_error``, described; ``None`` if there is none."""
+    from reference_agent.scripted import first_issue
+
     ids = {tool_use_id for _where, _first, tool_use_id in asks}
     for event, block in _sent_results(timeline, after=effect.seq):
-        if _first_issue(str(block.get("tool_use_id"))) in ids and block.get("is_error"):
+        if first_issue(str(block.get("tool_use_id"))) in ids and block.get("is_error"):
             return (
                 f"The model asked for it again because model request #{event.data.get('index')} "
                 f"answered tool_use {block['tool_use_id']} with an error "

@@ -43,6 +43,19 @@ DEFAULT_MODEL = "claude-scripted"
 # A turn that asks for only some of its step's missing calls (a forced ``tool_choice``,
 # ``disable_parallel_tool_use``) names the calls it left for later: ``_d1-2``.
 _PLAN_ID = re.compile(r"^toolu_s(\d+)c(\d+)a(\d+)(?:_d(\d+(?:-\d+)*))?(?:_g\d+)?$")
+#: One of our ids in a reply to a history asked again (see :meth:`PlanModel._fresh`).
+_REISSUED = re.compile(r"^(toolu_s\d+c\d+a\d+(?:_d\d+(?:-\d+)*)?)_g\d+$")
+
+
+def first_issue(block_id: str) -> str:
+    """The id the first reply gave to the call that ``block_id`` names again, in a reply
+    of a :class:`PlanModel` to a history asked again; any other id as it is.
+
+    >>> first_issue("toolu_s0c1a0_g2"), first_issue("toolu_s0c1a0"), first_issue("toolu_x_g1")
+    ('toolu_s0c1a0', 'toolu_s0c1a0', 'toolu_x_g1')
+    """
+    match = _REISSUED.match(block_id)
+    return match[1] if match else block_id
 # What a PlanModel id names: (step, call), attempt + 1, the planned call, its class, and
 # the calls of its step its turn left for later.
 _PlanId = tuple[tuple[int, int], int, "ToolCall | None", int, frozenset[int]]
