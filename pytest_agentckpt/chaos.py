@@ -511,6 +511,14 @@ class ChaosTest:
             head, *others = result.violations
             also = f" (also {', '.join(dict.fromkeys(v.oracle for v in others))})" if others else ""
             lines.append(f"  {where}: {head.oracle}{also}: {_clip(head.message)}")
+        doubtful = [r for r in self.results if r.in_doubt]
+        if doubtful and not crash_free:
+            tools = ", ".join(sorted({u.tool for r in doubtful for u in r.unsafe}))
+            lines.append(
+                f"  in doubt, not failed ({len(doubtful)}): the test failed only because the unsafe "
+                f"tool {tools} repeated an effect whose outcome no agent can know:"
+            )
+            lines.extend(f"    {r.plan.describe()}" for r in doubtful)
         first = failures[0]
         marks: dict[int, str] = {}
         for violation in reversed(first.violations):

@@ -184,8 +184,13 @@ def test_an_unsafe_tools_repeat_puts_a_point_in_doubt_but_an_agent_bug_still_fai
     assert "test_refund_and_one_email[sound]" not in _failing_tests(output)
 
     # A refund key made from the attempt: refunded twice, the agent's own bug.
-    failing = _failing_points(_report_of(output, "test_refund_and_one_email[key_per_attempt]"))
+    report = _report_of(output, "test_refund_and_one_email[key_per_attempt]")
+    failing = _failing_points(report)
     assert set(failing.values()) == {"no_duplicate_effect"}, failing
+    # Its report names its in-doubt points too, apart from the failures.
+    doubt = re.search(r"^  in doubt, not failed \(2\): .*unsafe tool email_customer .*\n((?:    crash at .*\n){2})", report, re.M)
+    assert doubt, report
+    assert not set(re.findall(r"crash at \S+ #\d+", doubt.group(1))) & set(failing), report
 
     # Giving up on an unknown outcome: wrong with the e-mail's repeat left out too, so the
     # in-doubt points fail with the rest (the e-mail's intent without its effect, and after).
