@@ -49,6 +49,7 @@ if TYPE_CHECKING:
         replay,
     )
     from .oracles import ORACLES
+    from ._takeover import TakeoverFailure, TakeoverStats, takeover
 
 # public name -> the module that defines it
 _LAZY: dict[str, str] = {
@@ -95,6 +96,9 @@ _LAZY: dict[str, str] = {
     "FAULT_KINDS": "pytest_agentckpt.faults",
     "DEFAULT_FAULT_KINDS": "pytest_agentckpt.faults",
     "ORACLES": "pytest_agentckpt.oracles",
+    "takeover": "pytest_agentckpt._takeover",
+    "TakeoverFailure": "pytest_agentckpt._takeover",
+    "TakeoverStats": "pytest_agentckpt._takeover",
     "World": "reference_agent.world",
     "Effect": "reference_agent.world",
 }
@@ -124,6 +128,8 @@ __all__ = [
     "ScriptedModel",
     "Step",
     "StoreFault",
+    "TakeoverFailure",
+    "TakeoverStats",
     "ToolCall",
     "ToolResult",
     "ToolSpec",
@@ -138,6 +144,7 @@ __all__ = [
     "replay",
     "respx_mock",
     "respx_transport",
+    "takeover",
     "tool",
     "validate_messages",
 ]

@@ -31,6 +31,7 @@ EventKind = Literal[
     "model_response",
     "api_fault",
     "crash",
+    "held",
     "tool_call",
     "tool_error",
     "effect",
@@ -131,6 +132,8 @@ class Timeline:
             return f"API fault {d.get('fault')} on request #{d.get('index')}"
         if kind == "crash":
             return f"CRASH at {d['point']} (occurrence {d['occurrence']})"
+        if kind == "held":
+            return f"HELD at {d['point']} (occurrence {d['occurrence']}): another worker takes the task over"
         if kind == "tool_call":
             return f"tool call {d['tool']}({_short(d['input'], 60)}) key={d.get('key')}"
         if kind == "tool_error":
@@ -193,7 +196,7 @@ class Timeline:
         for seq in marks:
             keep.update(range(max(0, seq - 5), seq + 3))
         for event in self.events:
-            if event.kind in ("crash", "attempt_start", "attempt_end"):
+            if event.kind in ("crash", "held", "attempt_start", "attempt_end"):
                 keep.add(event.seq)
         return {seq for seq in keep if seq < len(self.events)}
 

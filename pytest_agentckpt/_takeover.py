@@ -1,0 +1,427 @@
+"""Two workers on one task: a takeover at every point of a run.
+
+A supervisor that gives up on a worker (its lease ran out, its host stopped answering)
+starts another on the same task. The first is not always dead: a worker paused by a long
+garbage collection, a frozen VM or a network partition wakes up later and carries on with
+the state it holds. The store's compare-and-set stops its next save (``ConflictError``);
+what the agent does then is the agent's. :func:`takeover` puts an agent in that
+situation at every point of a crash-free run:
+
+1. worker A runs the task and is held at the point (not crashed: its thread waits there);
+2. worker B, a fresh call of the agent on the same task and store, takes it over and
+   runs it to the end;
+3. A wakes up and goes on, as a paused process does, until it returns or raises.
+
+The oracles:
+
+- ``no_lost_update``: once B has finished, nothing A writes may change the checkpoint B
+  left. An agent that answers a ``ConflictError`` by loading the newer version and saving
+  its own state on top erases B's work (the classic "refresh the version and retry", and
+  what an upsert does). A design that deletes its checkpoint on success leaves nothing to
+  lose: what a re-run of it does is the completed-task oracle's to judge, in ``fuzz``;
+- ``stops_after_conflict``: after its first lost compare-and-set, A makes no model call
+  and no irreversible tool call: the task is someone else's now;
+- ``valid_sequence`` and ``same_answer``, as in :func:`~pytest_agentckpt.fuzz`, for the
+  requests of both workers and B's answer.
+
+What A does before its first conflict is not judged here: it holds a state it has no
+reason to doubt, and a crash-resume search (``fuzz``) judges the same steps.
+
+>>> from pytest_agentckpt import TakeoverStats
+>>> TakeoverStats(plans=1, points=3, passed=3).summary()
+'takeover: 3 points of 1 plan(s), 3 passed, 0 failed, 0 not reached'
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from stores import Checkpoint
+
+from .faults import FaultInjector, FaultPlan, FaultyStore, InstrumentedToolbox
+from .oracles import Violation, same_answer, valid_sequence
+from .timeline import Timeline
+
+__all__ = ["TakeoverFailure", "TakeoverStats", "takeover"]
+
+#: What a takeover compares of the stored checkpoint: everything but the version and the
+#: time of the write (a save that changes nothing else erases nothing).
+_VOLATILE = {"version", "updated_at"}
+#: Calls of worker B: the first takes the task over, the others resume it after a clean stop.
+_B_ATTEMPTS = 8
+
+
+@dataclass
+class TakeoverStats:
+    """What :func:`takeover` ran."""
+
+    plans: int = 0
+    points: int = 0
+    passed: int = 0
+    failed: int = 0
+    #: Points worker A never reached in its run (its path differs from the crash-free run's).
+    unreached: int = 0
+
+    def summary(self) -> str:
+        return (
+            f"takeover: {self.points} points of {self.plans} plan(s), {self.passed} passed, "
+            f"{self.failed} failed, {self.unreached} not reached"
+        )
+
+
+@dataclass
+class _Point:
+    point: str
+    occurrence: int
+    timeline: Timeline
+    violations: list[Violation] = field(default_factory=list)
+    #: Worker B's answer, when it returned one.
+    answer: Any = None
+    answered: bool = False
+
+    def describe(self) -> str:
+        return f"worker A held at {self.point} #{self.occurrence}"
+
+
+class TakeoverFailure(AssertionError):
+    """A takeover broke an oracle; the message names it, the point and the plan, with the
+    timeline of the first failing point (attempt 1 is worker A, then worker B's, then worker
+    A's after it woke up)."""
+
+
+class _HoldingInjector(FaultInjector):
+    """Holds the thread that meets ``point`` for the ``occurrence``-th time until released.
+
+    The point may be met with the injector's lock held (a model request's hooks): the
+    wait releases it, as a condition variable does, so the other worker can go on.
+    """
+
+    def __init__(self, point: str, occurrence: int, timeline: Timeline) -> None:
+        super().__init__(FaultPlan(), timeline)
+        self._target = (point, occurrence)
+        self._woken = threading.Condition(self._lock)
+        self.held = threading.Event()
+        self._released = False
+        self._holding = False
+
+    def hit(self, point: Any) -> None:
+        super().hit(point)
+        with self._woken:
+            if self._holding or (point, self.hits[point]) != self._target:
+                return
+            self._holding = True
+            self.timeline.add("held", point=point, occurrence=self.hits[point])
+            self.held.set()
+            while not self._released:
+                self._woken.wait()
+
+    def release(self) -> None:
+        with self._woken:
+            self._released = True
+            self._woken.notify_all()
+
+
+class _WatchedStore(FaultyStore):
+    """Records what each write leaves stored, once ``watching`` is set (worker A woken up):
+    a write counts in the phase it started in (A held after a write wakes up with it done)."""
+
+    watching: list[dict[str, Any] | None] | None = None
+
+    def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        watching = self.watching
+        saved = super().save(checkpoint)
+        if watching is not None:
+            watching.append(_dump(saved))
+        return saved
+
+    def delete(self, task_id: str) -> None:
+        watching = self.watching
+        super().delete(task_id)
+        if watching is not None:
+            watching.append(None)
+
+
+def _dump(checkpoint: Checkpoint | None) -> dict[str, Any] | None:
+    return None if checkpoint is None else checkpoint.model_dump(mode="json", exclude=_VOLATILE)
+
+
+def takeover(
+    run: Callable[..., Any],
+    tools: Any,
+    *,
+    plans: Sequence[Any] | None = None,
+    examples: int = 3,
+    seed: int = 0,
+    goal: str = "Carry out the task.",
+    store: Any = None,
+    client: str = "sdk",
+    max_points: int | None = None,
+    wait: float = 30.0,
+) -> TakeoverStats:
+    """Run ``run`` with a second worker taking its task over at every point of its runs.
+
+    ``plans``: the plans (:class:`~pytest_agentckpt.Plan`) the scripted model follows;
+    by default ``examples`` plans of at least two steps drawn from the tools with ``seed``.
+    ``store``: as in :func:`~pytest_agentckpt.fuzz` (a URL, a store, a factory; in memory
+    by default). ``max_points``: at most this many points per plan (the first ones).
+    ``wait``: seconds a worker may take (A to reach its point, B to finish, A after
+    waking up) before the point fails as hung.
+
+    Raises :class:`TakeoverFailure` naming the oracle, the point and the plan; returns the
+    counts otherwise. Agents given as ``async def`` run too, each worker on its own event
+    loop.
+    """
+    from ._scenario import _Executor
+    from .chaos import single_crash_plans
+
+    if examples < 1:
+        raise ValueError(f"examples must be at least 1, not {examples}")
+    if wait <= 0:
+        raise ValueError(f"wait must be a positive number of seconds, not {wait}")
+    executor = _Executor(
+        run, tools, store=store, budget=None, max_resumes=None, goal=goal, client=client  # type: ignore[arg-type]
+    )
+    stats = TakeoverStats()
+    try:
+        chosen = list(plans) if plans is not None else _draw_plans(tools, examples, seed)
+        for plan in chosen:
+            baseline, clean = executor.baseline(plan)
+            if clean.infeasible is not None:
+                raise ValueError(f"takeover: the plan cannot run without faults: {clean.infeasible}")
+            if not clean.completed:
+                raise ValueError(
+                    f"takeover: the agent does not complete the plan without faults ({clean.error}); "
+                    "fix that first (fuzz reports it with its timeline)"
+                )
+            stats.plans += 1
+            # The points of the run to its completion (not of the completed task's re-run).
+            hits = clean.counts.hits if clean.counts is not None else clean.hits
+            points = [crash for p in single_crash_plans(hits) for crash in p.crashes]
+            failures: list[_Point] = []
+            for crash in points[:max_points]:
+                result = _run_point(executor, plan, crash.point, crash.occurrence, wait)
+                if result is None:
+                    stats.unreached += 1
+                    continue
+                stats.points += 1
+                result.violations += same_answer(result.answer, baseline, completed=result.answered)
+                if result.violations:
+                    stats.failed += 1
+                    failures.append(result)
+                else:
+                    stats.passed += 1
+            if failures:
+                raise TakeoverFailure(_report(plan, failures, stats))
+    finally:
+        executor.close()
+    return stats
+
+
+def _draw_plans(tools: Any, examples: int, seed: int) -> list[Any]:
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import seed as hypothesis_seed
+    from hypothesis.database import InMemoryExampleDatabase
+
+    from .strategies import plans
+
+    drawn: list[Any] = []
+
+    @hypothesis_seed(seed)
+    @settings(
+        max_examples=examples,
+        database=InMemoryExampleDatabase(),
+        suppress_health_check=list(HealthCheck),
+        deadline=None,
+    )
+    @given(plans(tools, min_steps=2))
+    def collect(plan: Any) -> None:
+        drawn.append(plan)
+
+    collect()
+    return drawn[:examples]
+
+
+def _stored(executor: Any, task_id: str) -> dict[str, Any] | None:
+    return _dump(executor.store.load(task_id))
+
+
+def _run_point(executor: Any, plan: Any, point: str, occurrence: int, wait: float) -> _Point | None:
+    from reference_agent.offline import FakeMessagesAPI
+    from reference_agent.scripted import PlanModel
+    from reference_agent.validation import InvalidHistoryError, validate_messages
+
+    from ._scenario import request_rules_hook
+
+    timeline = Timeline()
+    injector = _HoldingInjector(point, occurrence, timeline)
+    api = FakeMessagesAPI(PlanModel(plan), validate=True)
+    rules = request_rules_hook(timeline)
+    api.add_hook(injector.model_hook)
+    api.add_hook(rules)
+    executor.router.use(api)
+    executor.world.clear()
+    task_id = f"takeover-{executor._prefix}-{next(executor._ids)}"
+    store = _WatchedStore(executor.store, injector, history=executor.history)
+    tools = InstrumentedToolbox(executor.tools, executor.world, injector)
+    result = _Point(point, occurrence, timeline)
+    outcome_a: list[BaseException | None] = []
+
+    def worker_a() -> None:
+        try:
+            executor._call(task_id, store, tools)
+            outcome_a.append(None)
+        except BaseException as exc:  # whatever A raises is its outcome
+            outcome_a.append(exc)
+
+    timeline.start_attempt("worker A")
+    injector.attempt_started()
+    thread = threading.Thread(target=worker_a, name="agentckpt-worker-a", daemon=True)
+    try:
+        thread.start()
+        deadline_hit = not _wait_either(injector.held, thread, wait)
+        if not injector.held.is_set():
+            injector.release()
+            thread.join(wait)
+            if deadline_hit:
+                result.violations.append(
+                    Violation("stops_after_conflict", f"worker A did not reach {point} #{occurrence} nor return within {wait:g} s")
+                )
+                return result
+            return None  # A finished without meeting the point: another path than the crash-free run's
+        # Worker B runs the task to its end, resumed as a supervisor would resume it while
+        # it stops cleanly with the task still running (a pause, a budget of its own).
+        b_attempts: set[int] = set()
+        for n in range(_B_ATTEMPTS):
+            b_attempts.add(timeline.start_attempt("worker B takes the task over" if n == 0 else "worker B resumes"))
+            injector.attempt_started()
+            try:
+                result.answer = executor._call(task_id, store, tools)
+            except Exception as exc:
+                detail = f"{type(exc).__name__}: {exc}"
+                timeline.add("attempt_end", outcome="error", detail=detail)
+                result.answered = False
+                if n == _B_ATTEMPTS - 1:
+                    result.violations.append(
+                        Violation(
+                            "same_answer",
+                            f"worker B, taking the task over from a worker held at {point} #{occurrence}, "
+                            f"did not finish it: {detail}",
+                        )
+                    )
+                continue
+            result.answered = True
+            if executor._still_running(task_id, timeline):
+                timeline.add("attempt_end", outcome="stopped", detail=str(result.answer))
+                continue
+            timeline.add("attempt_end", outcome="answer", detail=str(result.answer))
+            break
+        b_wrote = any(e.attempt in b_attempts for e in timeline.of("store_save", "store_delete"))
+        taken_over = _stored(executor, task_id)
+        woken = timeline.start_attempt("worker A wakes up")
+        injector.attempt_started()
+        writes: list[dict[str, Any] | None] = []
+        store.watching = writes
+        injector.release()
+        thread.join(wait)
+        if thread.is_alive():
+            result.violations.append(
+                Violation("stops_after_conflict", f"worker A did not return within {wait:g} s of waking up")
+            )
+        elif outcome_a and outcome_a[0] is not None:
+            error = outcome_a[0]
+            timeline.add("attempt_end", outcome="error", detail=f"{type(error).__name__}: {error}")
+        else:
+            timeline.add("attempt_end", outcome="answer", detail="worker A returned")
+        store.watching = None
+        # Only a checkpoint B wrote and left can be lost: a B that found the task done wrote
+        # nothing, and one that deleted the checkpoint on success left nothing (a design
+        # whose re-runs the completed-task oracle judges). A write of A's that leaves the
+        # checkpoint as B left it loses nothing.
+        after = _stored(executor, task_id)
+        changed = [w for w in [*writes, after] if w != taken_over]
+        if b_wrote and taken_over is not None and changed:
+            result.violations.append(_lost_update(taken_over, changed[0], timeline, woken))
+        result.violations += _went_on(timeline, executor.flags, woken)
+        result.violations += valid_sequence(timeline, validate_messages, error_type=InvalidHistoryError)
+        return result
+    finally:
+        injector.release()
+        api.remove_hook(injector.model_hook)
+        api.remove_hook(rules)
+        executor.store.delete(task_id)
+
+
+def _wait_either(event: threading.Event, thread: threading.Thread, wait: float) -> bool:
+    """Wait until ``event`` is set or ``thread`` ends; False if ``wait`` seconds passed first."""
+    steps = max(1, int(wait / 0.005))
+    for _ in range(steps):
+        if event.wait(0.005) or not thread.is_alive():
+            return True
+    return event.is_set() or not thread.is_alive()
+
+
+def _lost_update(
+    before: dict[str, Any] | None, after: dict[str, Any] | None, timeline: Timeline, woken: int
+) -> Violation:
+    saves = [e for e in timeline.of("store_save") if e.attempt == woken]
+    what = "deleted it" if after is None else "changed it"
+    if before is not None and after is not None:
+        changed = sorted(k for k in before if before.get(k) != after.get(k))
+        what = f"changed its {', '.join(changed)}"
+    return Violation(
+        "no_lost_update",
+        f"after worker B had taken the task over and finished it, worker A, waking up, {what} "
+        f"({len(saves)} save(s) of its own went through): B's work is lost. On a ConflictError "
+        "the task belongs to another worker: stop, and do not load the newer version to save "
+        "your own state on top of it",
+    )
+
+
+def _went_on(timeline: Timeline, flags: Any, woken: int) -> list[Violation]:
+    conflict = next(
+        (
+            e
+            for e in timeline.of("store_save_failed")
+            if e.attempt == woken and e.data.get("reason") == "conflict"
+        ),
+        None,
+    )
+    if conflict is None:
+        return []
+    later = [
+        e
+        for e in timeline.events[conflict.seq + 1 :]
+        if e.attempt == woken
+        and (
+            e.kind == "model_request"
+            or (e.kind == "tool_call" and getattr(flags.get(e.data.get("tool")), "irreversible", False))
+        )
+    ]
+    if not later:
+        return []
+    first = later[0]
+    what = "asked the model again" if first.kind == "model_request" else f"called {first.data.get('tool')}"
+    return [
+        Violation(
+            "stops_after_conflict",
+            f"worker A lost a compare-and-set (another worker has the task) and then {what} "
+            f"({len(later)} such call(s) after the conflict): a ConflictError means stop, not retry "
+            "nor carry on",
+        )
+    ]
+
+
+def _report(plan: Any, failures: list[_Point], stats: TakeoverStats) -> str:
+    lines = [f"agentckpt takeover: {len(failures)} point(s) failed ({stats.summary()}):"]
+    for result in failures:
+        head, *others = result.violations
+        also = f" (also {', '.join(dict.fromkeys(v.oracle for v in others))})" if others else ""
+        lines.append(f"  {result.describe()}: {head.oracle}{also}: {head.message}")
+    first = failures[0]
+    lines.append(f"plan: {plan.to_dict()}")
+    lines.append(f"timeline of {first.describe()} (attempt 1: worker A; then worker B's; the last: worker A woken up):")
+    lines.append(first.timeline.format())
+    return "\n".join(lines)

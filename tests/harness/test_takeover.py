@@ -1,0 +1,108 @@
+"""takeover: a second worker takes a task over while the first is held at a point of its
+run, and the first then wakes up. Sound agents pass; an agent that saves its own state on
+top of the newer version (what the common design's upsert does; the port itself deletes
+its checkpoint on success, which leaves B nothing to lose) and one that logs a lost
+compare-and-set and carries on are each caught by the oracle their bug breaks."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import reference_agent
+from pytest_agentckpt import Plan, Step, TakeoverFailure, ToolCall, takeover
+from tests.buggy_agents import overwrite_on_conflict
+from tests.buggy_agents._loop import Bugs, make_agent
+from tests.harness.toolkit import toolbox
+from tests.zoo.agents import SOUND as ZOO
+from tests.zoo.agents import AsyncToolbox
+from tests.zoo.designs import SOUND as DESIGNS
+
+
+@pytest.fixture(autouse=True)
+def _quiet() -> Iterator[None]:
+    logging.disable(logging.WARNING)  # the buggy agents log every failed write
+    yield
+    logging.disable(logging.NOTSET)
+
+
+REFERENCE = functools.partial(reference_agent.run, retry_backoff=0.0)
+
+#: A read, a keyed write and an unkeyed e-mail: the conflict comes at an intent's save.
+PLAN = Plan(
+    (
+        Step((ToolCall("search", {"query": "crash"}),)),
+        Step((ToolCall("write_record", {"key": "a"}),)),
+        Step((ToolCall("send_email", {"to": "ann"}),)),
+    ),
+    "done",
+)
+
+
+def _failing(failure: pytest.ExceptionInfo[TakeoverFailure]) -> dict[str, str]:
+    """``POINT #N`` -> the first oracle it broke, from the report's list."""
+    found = {}
+    for line in str(failure.value).splitlines():
+        if line.startswith("  worker A held at "):
+            where, oracle = line[len("  worker A held at ") :].split(": ", 2)[:2]
+            found[where] = oracle.split(" ", 1)[0]
+    return found
+
+
+def test_the_reference_agent_survives_a_takeover_at_every_point() -> None:
+    stats = takeover(REFERENCE, toolbox(), plans=[PLAN])
+    assert stats.failed == 0 and stats.plans == 1
+    # Every point of the crash-free run, each met by worker A in its own run.
+    assert stats.points == stats.passed >= 25 and stats.unreached == 0
+    assert stats.summary().startswith(f"takeover: {stats.points} points of 1 plan(s)")
+
+
+def test_drawn_plans_are_the_default_and_the_sound_loop_passes_them() -> None:
+    stats = takeover(make_agent(Bugs()), toolbox(), examples=2, seed=1)
+    assert stats.plans == 2 and stats.failed == 0 and stats.points > 50
+
+
+def test_saving_on_top_of_the_newer_version_is_a_lost_update() -> None:
+    with pytest.raises(TakeoverFailure) as caught:
+        takeover(overwrite_on_conflict.run, toolbox(), plans=[PLAN])
+    failing = _failing(caught)
+    assert "no_lost_update" in set(failing.values()), failing
+    report = str(caught.value)
+    assert "worker A, waking up, changed its" in report and "B's work is lost" in report
+    assert "HELD at" in report and "worker B takes the task over" in report and "worker A wakes up" in report
+    # Held before the run's first save, A has nothing to lose to B yet: A's first write
+    # creates the task, and B finds it.
+    assert "iteration_start #1" not in failing or failing["iteration_start #1"] != "same_answer"
+
+
+def test_carrying_on_after_a_lost_compare_and_set_is_caught() -> None:
+    # The common design's "log the failed write and carry on", applied to a conflict.
+    with pytest.raises(TakeoverFailure) as caught:
+        takeover(make_agent(Bugs(load_error_is_none=True)), toolbox(), plans=[PLAN])
+    failing = _failing(caught)
+    assert set(failing.values()) == {"stops_after_conflict"}, failing
+    assert "a ConflictError means stop" in str(caught.value)
+
+
+@pytest.mark.parametrize("design", [*ZOO, *(f"design:{d}" for d in DESIGNS)])
+def test_the_zoos_sound_designs_pass(design: str) -> None:
+    # Designs unlike ours: threads, asyncio, their own session JSON, a ledger apart, an
+    # outbox, event sourcing, a pause for approval, deleting the checkpoint on success.
+    run = DESIGNS[design.split(":", 1)[1]] if design.startswith("design:") else ZOO[design]
+    tools: Any = AsyncToolbox(toolbox()) if design == "gather" else toolbox()
+    stats = takeover(run, tools, examples=1, seed=2)
+    assert stats.failed == 0 and stats.points > 0
+
+
+def test_bad_arguments_are_refused_with_what_to_do() -> None:
+    with pytest.raises(ValueError, match="examples must be at least 1"):
+        takeover(REFERENCE, toolbox(), examples=0)
+    with pytest.raises(ValueError, match="wait must be a positive number"):
+        takeover(REFERENCE, toolbox(), wait=0)
+    never_done = make_agent(Bugs(), max_iterations=1)
+    with pytest.raises(ValueError, match="does not complete the plan without faults"):
+        takeover(never_done, toolbox(), plans=[PLAN])
