@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from reference_agent.validation import InvalidHistoryError, validate_messages
     from reference_agent.world import Effect, World
 
+    from ._subagents import sub_agent_plans
     from .fake_api import instant_retries, intercept_httpx2, respx_mock, respx_transport
     from .faults import (
         DEFAULT_FAULT_KINDS,
@@ -80,6 +81,7 @@ _LAZY: dict[str, str] = {
     # chaos harness
     "fuzz": "pytest_agentckpt.harness",
     "replay": "pytest_agentckpt.harness",
+    "sub_agent_plans": "pytest_agentckpt._subagents",
     "FuzzReport": "pytest_agentckpt.harness",
     "OracleFailure": "pytest_agentckpt.harness",
     "UnsafeToolWarning": "pytest_agentckpt.harness",
@@ -138,6 +140,7 @@ __all__ = [
     "replay",
     "respx_mock",
     "respx_transport",
+    "sub_agent_plans",
     "tool",
     "validate_messages",
 ]
