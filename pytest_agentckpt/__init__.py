@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from reference_agent.validation import InvalidHistoryError, validate_messages
     from reference_agent.world import Effect, World
 
+    from ._subagents import sub_agent_plans
+    from ._takeover import TakeoverFailure, TakeoverStats, takeover
     from .fake_api import instant_retries, intercept_httpx2, respx_mock, respx_transport
     from .faults import (
         DEFAULT_FAULT_KINDS,
@@ -49,7 +51,6 @@ if TYPE_CHECKING:
         replay,
     )
     from .oracles import ORACLES
-    from ._takeover import TakeoverFailure, TakeoverStats, takeover
 
 # public name -> the module that defines it
 _LAZY: dict[str, str] = {
@@ -81,6 +82,7 @@ _LAZY: dict[str, str] = {
     # chaos harness
     "fuzz": "pytest_agentckpt.harness",
     "replay": "pytest_agentckpt.harness",
+    "sub_agent_plans": "pytest_agentckpt._subagents",
     "FuzzReport": "pytest_agentckpt.harness",
     "OracleFailure": "pytest_agentckpt.harness",
     "UnsafeToolWarning": "pytest_agentckpt.harness",
@@ -144,6 +146,7 @@ __all__ = [
     "replay",
     "respx_mock",
     "respx_transport",
+    "sub_agent_plans",
     "takeover",
     "tool",
     "validate_messages",

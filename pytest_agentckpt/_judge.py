@@ -284,9 +284,14 @@ def _first(verdict: _Verdict, oracle: str) -> Violation:
 
 
 def _describe_plan(plan: Plan) -> str:
+    """One line; a call with a sub-agent's plan of its own shows it in braces."""
     steps = []
     for step in plan.steps:
-        calls = ", ".join(f"{c.name}({json.dumps(dict(c.input), sort_keys=True)})" for c in step.calls)
+        calls = ", ".join(
+            f"{c.name}({json.dumps(dict(c.input), sort_keys=True)})"
+            + ("" if c.plan is None else f" {{sub-agent: {_describe_plan(c.plan)}}}")
+            for c in step.calls
+        )
         steps.append(f"[{calls}]")
     return f"{len(plan.steps)} step(s): {' -> '.join(steps) or '(none)'} -> answer {plan.final_answer!r}"
 

@@ -73,10 +73,22 @@ def request_budget(plan: Plan, faults: FaultPlan, crash_free_requests: int | Non
     12
     """
     if crash_free_requests is None:
-        budget = 4 * (len(plan.steps) + 1) + 8
+        budget = 4 * _turns(plan) + 8
     else:
         budget = 2 * max(crash_free_requests, 1) * (faults.size + 1) + 3 * len(faults.api_faults) + 8
     return min(budget, MAX_REQUESTS_PER_SCENARIO)
+
+def _turns(plan: Plan) -> int:
+    """Model turns of a crash-free run of ``plan``: one per step and one for the answer, in
+    the lead's conversation and in each sub-agent's (a call's plan of its own).
+
+    >>> from reference_agent.scripted import Plan, Step, ToolCall
+    >>> sub = Plan((Step((ToolCall("look", {}),)),), "found")
+    >>> _turns(Plan((Step((ToolCall("delegate", {"task": "look it up"}, plan=sub),)),), "done"))
+    4
+    """
+    return len(plan.steps) + 1 + sum(_turns(c.plan) for step in plan.steps for c in step.calls if c.plan is not None)
+
 
 # -- the agent under test -----------------------------------------------------------------------
 def request_rules_hook(timeline: Timeline) -> Callable[[str, int, Any], None]:

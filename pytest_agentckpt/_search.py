@@ -588,8 +588,20 @@ def _search_on(
 
 
 def _size(verdict: _Verdict) -> tuple[int, int, int]:
-    plan = verdict.plan
-    return (verdict.faults.size, len(plan.steps), sum(len(step.calls) for step in plan.steps))
+    steps, calls = _plan_size(verdict.plan)
+    return (verdict.faults.size, steps, calls)
+
+
+def _plan_size(plan: Plan) -> tuple[int, int]:
+    """Steps and calls of ``plan``, its sub-agents' plans (``ToolCall.plan``) included."""
+    steps, calls = len(plan.steps), 0
+    for step in plan.steps:
+        for call in step.calls:
+            calls += 1
+            if call.plan is not None:
+                more_steps, more_calls = _plan_size(call.plan)
+                steps, calls = steps + more_steps, calls + more_calls
+    return steps, calls
 
 
 def _every_oracle(

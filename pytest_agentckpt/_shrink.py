@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -19,15 +20,24 @@ if TYPE_CHECKING:
     from reference_agent.scripted import Plan
 
 def _smaller_plans(plan: Plan) -> Iterator[Plan]:
-    from reference_agent.scripted import Plan, Step
+    """``plan`` with one step, or one call of a step, left out; then with a sub-agent's
+    plan (``ToolCall.plan``) made smaller the same way. The final call is kept."""
+    from reference_agent.scripted import Step, ToolCall
 
     for index in range(len(plan.steps)):
-        yield Plan(plan.steps[:index] + plan.steps[index + 1 :], plan.final_answer)
+        yield dataclasses.replace(plan, steps=plan.steps[:index] + plan.steps[index + 1 :])
     for index, step in enumerate(plan.steps):
         if len(step.calls) > 1:
             for drop in range(len(step.calls)):
                 calls = step.calls[:drop] + step.calls[drop + 1 :]
-                yield Plan((*plan.steps[:index], Step(calls, step.text), *plan.steps[index + 1:]), plan.final_answer)
+                yield dataclasses.replace(plan, steps=(*plan.steps[:index], Step(calls, step.text), *plan.steps[index + 1:]))
+    for index, step in enumerate(plan.steps):
+        for position, call in enumerate(step.calls):
+            if call.plan is None:
+                continue
+            for smaller in _smaller_plans(call.plan):
+                calls = (*step.calls[:position], ToolCall(call.name, call.input, plan=smaller), *step.calls[position + 1 :])
+                yield dataclasses.replace(plan, steps=(*plan.steps[:index], Step(calls, step.text), *plan.steps[index + 1:]))
 
 
 #: Occurrences counted from the end that a single fault is re-aimed at, after 1..12: a

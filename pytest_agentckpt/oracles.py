@@ -736,32 +736,49 @@ def recorded_work_not_redone(timeline: Timeline) -> list[Violation]:
     ids, the same call ran before the first durable save that answered it. An agent with
     an outbox answers a call ("queued") before a separate step makes it: its first call
     after the answer is the work, not a repeat of it.
+
+    An agent may keep several checkpoints (a sub-agent's conversation each, a ledger
+    apart): each request is judged against the latest save of its conversation's
+    checkpoint, the one whose stored history starts with the request's first message and
+    that the agent loaded or saved last; the tool calls against the latest save of each.
     """
-    durable: Event | None = None
+    # The latest save of each checkpoint, and when the agent last loaded or saved each.
+    durable: dict[Any, Event] = {}
+    touched: dict[Any, int] = {}
     asked: dict[tuple[str, str], set[str]] = defaultdict(set)
+    answered_by: dict[Any, set[str]] = {}
     answered: set[str] = set()
     #: The first durable save that answered each tool_use id, and when each call ran.
     first_answer: dict[str, int] = {}
     calls: dict[tuple[str, str], list[int]] = defaultdict(list)
-    # Whether the agent restarted or read its checkpoint again since the durable save: only
-    # then can a request repeat recorded work. Before that it still has what it saved, and
-    # a request alike is a new conversation (a second sub-task like the first).
-    reread = False
+    # The checkpoints the agent restarted or read again since their latest save: only in
+    # those can a request repeat recorded work. Before that it still has what it saved,
+    # and a request alike is a new conversation (a second sub-task like the first).
+    reread: set[Any] = set()
     for event in timeline:
         if event.kind == "store_save":
-            durable = event
-            answered = _answered_ids(event.data.get("messages") or ())
-            for tool_use_id in answered:
+            task = event.data.get("task_id")
+            durable[task] = event
+            touched[task] = event.seq
+            answered_by[task] = _answered_ids(event.data.get("messages") or ())
+            answered = set().union(*answered_by.values())
+            for tool_use_id in answered_by[task]:
                 first_answer.setdefault(tool_use_id, event.seq)
-            reread = False
-        elif event.kind in ("attempt_start", "store_load", "store_outage"):
-            reread = True
+            reread.discard(task)
+        elif event.kind == "store_load":
+            touched[event.data.get("task_id")] = event.seq
+            reread.add(event.data.get("task_id"))
+        elif event.kind in ("attempt_start", "store_outage"):
+            reread.update(durable)
         elif event.kind == "model_response":
             for tool_use_id, name, tool_input in event.data.get("tool_uses", ()):
                 asked[(name, canonical(tool_input))].add(tool_use_id)
-        elif event.kind == "model_request" and durable is not None and reread:
-            stored: Sequence[Any] = durable.data.get("messages") or ()
+        elif event.kind == "model_request" and durable:
             sent = event.data.get("messages", [])
+            saved = _conversation_save(durable, touched, sent)
+            if saved is None or saved.data.get("task_id") not in reread:
+                continue
+            stored: Sequence[Any] = saved.data.get("messages") or ()
             n = len(sent)
             if (
                 n < len(stored)
@@ -774,9 +791,9 @@ def recorded_work_not_redone(timeline: Timeline) -> list[Violation]:
                         "recorded_work_not_redone",
                         f"model request #{event.data.get('index')} (attempt {event.attempt}) asks "
                         f"again for reply {n} of the history, which checkpoint version "
-                        f"{durable.data.get('version')} already holds: "
-                        + _not_resumed_hint(timeline, durable, event),
-                        {durable.seq: "recorded here", event.seq: "REDONE"},
+                        f"{saved.data.get('version')} already holds: "
+                        + _not_resumed_hint(timeline, saved, event),
+                        {saved.seq: "recorded here", event.seq: "REDONE"},
                     )
                 ]
         elif event.kind == "tool_call":
@@ -785,22 +802,42 @@ def recorded_work_not_redone(timeline: Timeline) -> list[Violation]:
             ran = calls[call]
             ran.append(event.seq)
             if (
-                durable is not None
+                durable
                 and ids
                 and ids <= answered
                 and all(any(seq < first_answer[i] for seq in ran) for i in ids)
             ):
+                holder = next(
+                    (durable[t] for t, held in answered_by.items() if ids & held), max(durable.values(), key=lambda e: e.seq)
+                )
                 return [
                     Violation(
                         "recorded_work_not_redone",
                         f"tool call {event.data['tool']}({_short(event.data['input'])}) in attempt "
                         f"{event.attempt} runs again though checkpoint version "
-                        f"{durable.data.get('version')} holds its result (tool_use "
+                        f"{holder.data.get('version')} holds its result (tool_use "
                         f"{', '.join(sorted(ids))})",
-                        {durable.seq: "recorded here", event.seq: "REDONE"},
+                        {holder.seq: "recorded here", event.seq: "REDONE"},
                     )
                 ]
     return []
+
+
+def _conversation_save(durable: Mapping[Any, Event], touched: Mapping[Any, int], sent: Sequence[Any]) -> Event | None:
+    """The latest save of the checkpoint that holds the conversation of a request whose
+    messages are ``sent``: of the checkpoints whose stored history starts with the same
+    message, the one the agent loaded or saved last."""
+    if not sent:
+        return None
+    first = sent[0]
+    best: Event | None = None
+    for task, saved in durable.items():
+        stored = saved.data.get("messages") or ()
+        if not stored or not _same_history(stored[:1], [first]):
+            continue
+        if best is None or touched.get(task, -1) > touched.get(best.data.get("task_id"), -1):
+            best = saved
+    return best
 
 
 def _same_history(stored: Sequence[Any], sent: Sequence[Any]) -> bool:

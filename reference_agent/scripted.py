@@ -42,9 +42,11 @@ __all__ = [
 DEFAULT_MODEL = "claude-scripted"
 # A turn that asks for only some of its step's missing calls (a forced ``tool_choice``,
 # ``disable_parallel_tool_use``) names the calls it left for later: ``_d1-2``.
-_PLAN_ID = re.compile(r"^toolu_s(\d+)c(\d+)a(\d+)(?:_d(\d+(?:-\d+)*))?(?:_g\d+)?$")
+# A sub-agent's conversation (a call's own plan, ``ToolCall.plan``) has ids of its own,
+# prefixed by the call's place in the plan: ``toolu_v0-1_s0c0a0`` (step 0, call 1).
+_PLAN_ID = re.compile(r"^toolu_((?:v\d+-\d+_)*)s(\d+)c(\d+)a(\d+)(?:_d(\d+(?:-\d+)*))?(?:_g\d+)?$")
 #: One of our ids in a reply to a history asked again (see :meth:`PlanModel._fresh`).
-_REISSUED = re.compile(r"^(toolu_s\d+c\d+a\d+(?:_d\d+(?:-\d+)*)?)_g\d+$")
+_REISSUED = re.compile(r"^(toolu_(?:v\d+-\d+_)*s\d+c\d+a\d+(?:_d\d+(?:-\d+)*)?)_g\d+$")
 
 
 def first_issue(block_id: str) -> str:
@@ -53,6 +55,8 @@ def first_issue(block_id: str) -> str:
 
     >>> first_issue("toolu_s0c1a0_g2"), first_issue("toolu_s0c1a0"), first_issue("toolu_x_g1")
     ('toolu_s0c1a0', 'toolu_s0c1a0', 'toolu_x_g1')
+    >>> first_issue("toolu_v0-1_s0c0a0_g1")
+    'toolu_v0-1_s0c0a0'
     """
     match = _REISSUED.match(block_id)
     return match[1] if match else block_id
@@ -87,21 +91,45 @@ class PlanMismatchError(ValueError):
 class ToolCall:
     """One tool call the model will make: a tool name and its input.
 
+    ``plan``: for a call the agent answers by running a sub-agent (a ``delegate`` or
+    ``research`` tool of its own, whose sub-agent holds a conversation of its own with the
+    model), the plan that conversation follows. A :class:`PlanModel` tells the
+    sub-agent's conversation by its first message, which holds the call's longest string
+    argument (the task the agent hands on): every request of that conversation gets its
+    replies from ``plan``, under ids of its own (``toolu_v0-1_s0c0a0`` for step 0, call 1
+    of the plan that made the call).
+
     >>> ToolCall("send_email", {"to": "a@example.com"}).to_dict()
     {'name': 'send_email', 'input': {'to': 'a@example.com'}}
+    >>> sub = Plan(steps=(), final_answer="3 sources")
+    >>> ToolCall.from_dict(ToolCall("delegate", {"task": "Find sources"}, plan=sub).to_dict()).plan == sub
+    True
     """
 
     name: str
     input: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    plan: Plan | None = None
+
+    def __post_init__(self) -> None:
+        if self.plan is not None and not isinstance(self.plan, Plan):
+            raise ValueError("ToolCall.plan must be a Plan or None")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form, for sending to a child process."""
-        return {"name": self.name, "input": dict(self.input)}
+        data: dict[str, Any] = {"name": self.name, "input": dict(self.input)}
+        if self.plan is not None:
+            data["plan"] = self.plan.to_dict()
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ToolCall:
         """Inverse of :meth:`to_dict`."""
-        return cls(name=str(data["name"]), input=dict(data.get("input") or {}))
+        plan = data.get("plan")
+        return cls(
+            name=str(data["name"]),
+            input=dict(data.get("input") or {}),
+            plan=None if plan is None else Plan.from_dict(plan),
+        )
 
     def key(self) -> tuple[str, str]:
         """Identity used to match this call against ``tool_use`` blocks in a history."""
@@ -270,6 +298,13 @@ class PlanModel:
     on where it was, as a model reading the summary would, instead of being asked for
     the whole plan again.
 
+    Several conversations: a call with a plan of its own (``ToolCall(..., plan=...)``, a
+    task the agent hands to a sub-agent) is followed, in the conversation whose first
+    message holds the call's task text, by that plan, under ids of its own; every other
+    conversation follows ``plan``. A step that calls a tool the request's ``tools`` does
+    not offer is :class:`PlanMismatchError`, as the API never calls a tool it was not
+    given.
+
     >>> model = PlanModel(Plan(steps=(), final_answer="Nothing to do."))
     >>> model.respond({"messages": [{"role": "user", "content": "hi"}]})["content"]
     [{'type': 'text', 'text': 'Nothing to do.'}]
@@ -278,6 +313,18 @@ class PlanModel:
     def __init__(self, plan: Plan, *, model: str | None = None) -> None:
         self.plan = plan
         self.model = model
+        # What this model's ids start with after ``toolu_`` (a sub-agent's plan: the call's
+        # place, ``v0-1_``); and, for the model of the whole plan, each sub-agent's plan:
+        # (the text its conversation's first message holds, its prefix, its plan), the
+        # longest text first, and the model that follows each.
+        self._prefix = ""
+        self._routes: list[tuple[str, str, Plan]] = sorted(
+            _sub_plans(plan, ""), key=lambda route: -len(route[0])
+        )
+        self._children: dict[str, PlanModel] = {}
+        # The first message of the first conversation this model was asked (the lead's):
+        # never a sub-agent's, whatever it holds.
+        self._lead_first: str | None = None
         # Identical planned calls (same name and input) form one class; successes are
         # counted per class and consumed in plan order, so each identical call needs its
         # own success. Precomputed: respond() runs on every request of a test.
@@ -333,11 +380,11 @@ class PlanModel:
         later)`` for one of our ids, ``None`` for another; remembered in ``self._ids``."""
         match = _PLAN_ID.match(block_id)
         parsed: _PlanId | None = None
-        if match is not None:
-            s_c = (int(match[1]), int(match[2]))
+        if match is not None and match[1] == self._prefix:
+            s_c = (int(match[2]), int(match[3]))
             call, cls = self._calls.get(s_c, (None, -1))
-            later = frozenset(int(c) for c in match[4].split("-")) if match[4] else frozenset()
-            parsed = (s_c, int(match[3]) + 1, call, cls, later)
+            later = frozenset(int(c) for c in match[5].split("-")) if match[5] else frozenset()
+            parsed = (s_c, int(match[4]) + 1, call, cls, later)
         if len(self._ids) >= _ID_CACHE_SIZE:
             self._ids.clear()
         self._ids[block_id] = parsed
@@ -396,8 +443,32 @@ class PlanModel:
                 yield s, missing
                 return
 
+    def _conversation(self, messages: Any) -> PlanModel:
+        """The model that follows the conversation of ``messages``: a sub-agent's, when its
+        first message holds the task of a call with a plan of its own, else this one."""
+        if not self._routes or not messages:
+            return self
+        text = _opening_text(messages[0])
+        if self._lead_first is None:
+            self._lead_first = text
+        if text == self._lead_first:
+            return self
+        for needle, prefix, plan in self._routes:
+            if needle in text:
+                child = self._children.get(prefix)
+                if child is None:
+                    child = PlanModel(plan, model=self.model)
+                    child._prefix, child._routes = prefix, []
+                    self._children[prefix] = child
+                return child
+        return self
+
     def _respond(self, request: dict[str, Any], *, resume: bool) -> dict[str, Any]:
         messages = request.get("messages") or ()
+        if self._routes:
+            conversation = self._conversation(messages)
+            if conversation is not self:
+                return conversation._respond(request, resume=resume)
         start = 0
         scanned = self._scanned
         self._scanned = None  # until this scan completes
@@ -502,7 +573,7 @@ class PlanModel:
                     f"Step {s + 1} of the plan still needs: {names}.",
                     request,
                     model,
-                    self._fresh(f"msg_{len(messages):04d}s{s}wait"),
+                    self._fresh(f"msg_{self._prefix}{len(messages):04d}s{s}wait"),
                 )
             chosen = missing
             if choice.kind == "tool":
@@ -511,6 +582,9 @@ class PlanModel:
                     raise PlanMismatchError(_forced_mismatch(choice.name, s, missing))
             if choice.one:
                 chosen = chosen[:1]
+            offered = _offered(request.get("tools"))
+            if offered is not None and any(call.name not in offered for _, call in chosen):
+                raise PlanMismatchError(_not_offered(s, chosen, offered, messages, bool(self._prefix)))
             left = [c for c, _ in missing if all(c != k for k, _ in chosen)]
             suffix = f"_d{'-'.join(str(c) for c in left)}" if left else ""
             blocks: list[dict[str, Any]] = []
@@ -528,14 +602,14 @@ class PlanModel:
                 blocks.append({"type": "text", "text": step.text})
                 size += text_len + 1
             for c, call in chosen:
-                block_id = self._fresh(f"toolu_s{s}c{c}a{next_attempt.get((s, c), 0)}{suffix}")
+                block_id = self._fresh(f"toolu_{self._prefix}s{s}c{c}a{next_attempt.get((s, c), 0)}{suffix}")
                 blocks.append(_tool_use(block_id, call))
                 size += self._use_len[(s, c)] + len(block_id) + 1
             return _message(
                 blocks,
                 model,
                 "tool_use",
-                self._fresh(f"msg_{len(messages):04d}s{s}a{max(next_attempt.values(), default=0)}"),
+                self._fresh(f"msg_{self._prefix}{len(messages):04d}s{s}a{max(next_attempt.values(), default=0)}"),
                 max(1, size // 4),
             )
         if choice.forced:
@@ -544,15 +618,16 @@ class PlanModel:
             n = len(self._steps)
             call = self._final_call(choice, request)
             blocks = [thinking_block("Every step of the plan has succeeded.")] if thinking else []
-            blocks.append(_tool_use(self._fresh(f"toolu_s{n}c0a{next_attempt.get((n, 0), 0)}"), call))
+            blocks.append(_tool_use(self._fresh(f"toolu_{self._prefix}s{n}c0a{next_attempt.get((n, 0), 0)}"), call))
             return message_json(
-                blocks, model=model, stop_reason="tool_use", message_id=self._fresh(f"msg_{len(messages):04d}call")
+                blocks, model=model, stop_reason="tool_use",
+                message_id=self._fresh(f"msg_{self._prefix}{len(messages):04d}call"),
             )
         return self._text_reply(
             self.plan.final_answer,
             request,
             model,
-            self._fresh(f"msg_{len(messages):04d}final"),
+            self._fresh(f"msg_{self._prefix}{len(messages):04d}final"),
             "Every step of the plan has succeeded." if thinking else None,
         )
 
@@ -624,6 +699,79 @@ class _ToolChoice:
 
 
 _AUTO = _ToolChoice("auto")
+
+
+def _task_text(call: ToolCall) -> str:
+    """The longest string argument of ``call``'s input (nested ones included): the task
+    its sub-agent's conversation starts with."""
+    best = ""
+    stack: list[Any] = [call.input]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str):
+            if len(value.strip()) > len(best.strip()):
+                best = value
+        elif isinstance(value, Mapping):
+            stack.extend(value.values())
+        elif isinstance(value, list | tuple):
+            stack.extend(value)
+    return best.strip()
+
+
+def _sub_plans(plan: Plan, prefix: str) -> Iterator[tuple[str, str, Plan]]:
+    """Each call with a plan of its own in ``plan`` (and in those plans): the task text its
+    conversation starts with, the prefix of that conversation's ids, its plan."""
+    for s, step in enumerate(plan.steps):
+        for c, call in enumerate(step.calls):
+            if call.plan is None:
+                continue
+            own = f"{prefix}v{s}-{c}_"
+            task = _task_text(call)
+            if not task:
+                raise ValueError(
+                    f"ToolCall({call.name!r}, ...) has a plan of its own but no string argument: "
+                    "its sub-agent's conversation is told by its first message, which must hold "
+                    "the call's task text"
+                )
+            yield task, own, call.plan
+            yield from _sub_plans(call.plan, own)
+
+
+def _opening_text(message: Any) -> str:
+    """The text of a conversation's first message (its string content, or its text blocks)."""
+    content = _get(message, "content")
+    if isinstance(content, str):
+        return content
+    return "".join(
+        str(_get(block, "text") or "") for block in content or () if _get(block, "type") == "text"
+    )
+
+
+def _offered(tools: Any) -> frozenset[str] | None:
+    """The names of the tools a request offers; ``None`` when it offers none (a request
+    without ``tools`` still gets the plan's calls)."""
+    if not isinstance(tools, list) or not tools:
+        return None
+    return frozenset(str(_get(tool, "name")) for tool in tools)
+
+
+def _not_offered(
+    step: int, chosen: Sequence[tuple[int, ToolCall]], offered: frozenset[str], messages: Any, sub: bool
+) -> str:
+    names = ", ".join(sorted({call.name for _, call in chosen if call.name not in offered}))
+    which = "its sub-agent plan" if sub else "the plan"
+    opening = _opening_text(messages[0])[:80] if messages else ""
+    return (
+        f"step {step + 1} of {which} calls {names}, which this request does not offer (its tools: "
+        f"{', '.join(sorted(offered))}); the API never answers with a call of a tool it was not "
+        "given. A sub-agent's conversation (a tool the agent answers by running a sub-agent with "
+        "tools of its own) follows the plan of the call that started it, "
+        "ToolCall(name, {'task': ...}, plan=Plan(...)), when its first message holds that "
+        f"call's task text; this conversation starts {opening!r}, which holds none, so it "
+        "followed the lead's plan. Give the delegating call a plan of its own "
+        "(pytest_agentckpt.sub_agent_plans draws such plans), and start the sub-agent's "
+        "conversation with the task text it was given"
+    )
 
 
 def _forced_mismatch(name: str | None, step: int, missing: Sequence[tuple[int, ToolCall]]) -> str:
