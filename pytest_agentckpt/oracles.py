@@ -192,6 +192,17 @@ def _resumed(timeline: Timeline, event: Event) -> bool:
     return any(e.kind == "attempt_end" and e.seq < event.seq for e in timeline.events)
 
 
+def _rule_broken(error: str) -> str:
+    """The rule of the API that an invalid history's error names, in words."""
+    if "thinking" in error:
+        return (
+            "with thinking on, the assistant turn of an open tool loop goes back with its "
+            "thinking and redacted_thinking blocks exactly as they came (signature and data "
+            "included, none dropped), and a thinking block cut short is not sent back"
+        )
+    return "every tool_use needs exactly one tool_result, first in the next user message"
+
+
 def _crashed_before(timeline: Timeline, event: Event) -> bool:
     return any(e.kind == "crash" and e.seq < event.seq for e in timeline.events)
 
@@ -275,21 +286,16 @@ def valid_sequence(
         )
         if event.attempt > 1:
             hint = f"It follows a resume. {hint}"
-    elif _crashed_before(timeline, event) and event.attempt > 1:
-        hint = (
-            "The history loaded after a crash was not repaired: every tool_use needs exactly "
-            "one tool_result, first in the next user message."
-        )
-    elif event.attempt > 1:
-        hint = (
-            "The history loaded when the agent was run again was not made valid: every "
-            "tool_use needs exactly one tool_result, first in the next user message."
-        )
     else:
-        hint = (
-            "No crash came before it: the agent itself builds an invalid history (every "
-            "tool_use needs exactly one tool_result, first in the next user message)."
-        )
+        rule = _rule_broken(str(error))
+        if _crashed_before(timeline, event) and event.attempt > 1:
+            hint = f"The history loaded after a crash was not repaired: {rule}."
+        elif event.attempt > 1:
+            hint = f"The history loaded when the agent was run again was not made valid: {rule}."
+        elif any(e.kind == "api_fault" and e.seq < event.seq for e in timeline.events):
+            hint = f"It follows an API fault (no crash): the agent's handling of it built the request: {rule}."
+        else:
+            hint = f"No crash came before it: the agent itself builds an invalid history ({rule})."
     what = "a request the API rejects" if isinstance(error, str) else "not a valid message sequence"
     message = (
         f"model request #{event.data.get('index')} (attempt {event.attempt}) is {what}; "

@@ -35,6 +35,7 @@ __all__ = [
     "ToolCall",
     "max_tokens_reply",
     "message_json",
+    "redacted_thinking_block",
     "signature_matches",
     "thinking_block",
 ]
@@ -593,9 +594,17 @@ class PlanModel:
             size = 1
             if thinking:
                 names = ", ".join(call.name for _, call in missing)
-                block = thinking_block(f"Step {s + 1} of the plan still needs: {names}.")
+                reasoning = f"Step {s + 1} of the plan still needs: {names}."
+                if s % 2:
+                    # Every second step's reasoning comes redacted, as the API sends
+                    # reasoning its safety systems flag: a turn that opens with
+                    # ``redacted_thinking`` alone, which must come back as it came too.
+                    block = redacted_thinking_block(reasoning)
+                    size += len(block["data"]) + 40
+                else:
+                    block = thinking_block(reasoning)
+                    size += len(block["thinking"]) + len(block["signature"]) + 50
                 blocks.append(block)
-                size += len(block["thinking"]) + len(block["signature"]) + 50
             # A forced tool_choice makes the API start the reply with the tool call: no
             # text before it.
             if step.text is not None and text_len is not None and not choice.forced:
@@ -909,6 +918,16 @@ def thinking_block(thinking: str) -> dict[str, Any]:
     ('thinking', True)
     """
     return {"type": "thinking", "thinking": thinking, "signature": _signature(thinking)}
+
+
+def redacted_thinking_block(thinking: str) -> dict[str, Any]:
+    """A ``redacted_thinking`` block as scripted models give one: its ``data`` is opaque,
+    like the API's (here the signature of the reasoning it stands for).
+
+    >>> redacted_thinking_block("Let me add.")["type"]
+    'redacted_thinking'
+    """
+    return {"type": "redacted_thinking", "data": _signature(thinking)}
 
 
 def signature_matches(block: Mapping[str, Any]) -> bool | None:

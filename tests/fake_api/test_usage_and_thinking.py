@@ -131,3 +131,47 @@ def test_dropped_thinking_is_rejected_when_thinking_is_enabled() -> None:
     ]
     with pytest.raises(anthropic.BadRequestError, match="Expected `thinking`"):
         client.messages.create(model="m", max_tokens=2048, thinking=THINKING, messages=messages)
+
+
+TWO_STEPS = Plan(
+    steps=(Step(calls=(ToolCall("lookup", {"q": "x"}),)), Step(calls=(ToolCall("lookup", {"q": "y"}),))),
+    final_answer="Found.",
+)
+
+
+def _answered(messages: list[Any], content: list[dict[str, Any]]) -> list[Any]:
+    uses = [b for b in content if b["type"] == "tool_use"]
+    results = [{"type": "tool_result", "tool_use_id": b["id"], "content": "ok"} for b in uses]
+    return [*messages, {"role": "assistant", "content": content}, {"role": "user", "content": results}]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_second_step_s_reasoning_comes_redacted_and_is_accepted_back_unchanged(stream: bool) -> None:
+    client = FakeMessagesAPI(TWO_STEPS).client(max_retries=0)
+    messages: list[Any] = list(GO)
+    kinds = []
+    while True:
+        if stream:
+            with client.messages.stream(model="m", max_tokens=2048, thinking=THINKING, messages=messages) as s:
+                reply = s.get_final_message()
+        else:
+            reply = client.messages.create(model="m", max_tokens=2048, thinking=THINKING, messages=messages)
+        content = [block.model_dump(exclude_none=True) for block in reply.content]
+        kinds.append([b["type"] for b in content])
+        if reply.stop_reason != "tool_use":
+            break
+        messages = _answered(messages, content)
+    assert kinds == [["thinking", "tool_use"], ["redacted_thinking", "tool_use"], ["thinking", "text"]]
+    assert isinstance(messages[3]["content"][0]["data"], str) and messages[3]["content"][0]["data"]
+
+
+def test_a_dropped_redacted_thinking_block_is_rejected() -> None:
+    # A serialiser that keeps the block types it knows (text, tool_use, thinking) loses the
+    # turn's redacted reasoning: the API asks for the thinking the tool loop's turn opened with.
+    client = FakeMessagesAPI(TWO_STEPS).client(max_retries=0)
+    first = client.messages.create(model="m", max_tokens=2048, thinking=THINKING, messages=GO)
+    messages = _answered(list(GO), [b.model_dump(exclude_none=True) for b in first.content])
+    second = client.messages.create(model="m", max_tokens=2048, thinking=THINKING, messages=messages)
+    kept = [b.model_dump(exclude_none=True) for b in second.content if b.type in ("text", "tool_use", "thinking")]
+    with pytest.raises(anthropic.BadRequestError, match="Expected `thinking` or `redacted_thinking`"):
+        client.messages.create(model="m", max_tokens=2048, thinking=THINKING, messages=_answered(messages, kept))

@@ -1,0 +1,205 @@
+"""Agents with extended thinking on, in two designs, each with naive twins.
+
+With thinking on, the API wants the assistant turn of an open tool loop passed back with
+its ``thinking`` / ``redacted_thinking`` blocks as they came (the signature included);
+thinking blocks of finished turns may be dropped. The sound designs:
+
+- ``create``: ``messages.create`` with ``thinking={"type": "enabled", ...}``; each reply's
+  ``content`` saved with ``model_dump()``; a write-ahead ledger for the tools;
+- ``strip``: the same, sending each request without the thinking blocks of finished
+  turns (the API allows it, and it saves tokens);
+- ``stream``: ``messages.stream`` with ``thinking={"type": "adaptive"}``, saving
+  ``get_final_message()``; a stream cut short is asked again.
+
+The twins (each bug shows only on a resume or after a cut stream):
+
+- ``drop_thinking``: keeps the full replies in memory but saves a compact history (text
+  and ``tool_use`` only): a resumed tool loop is sent without its thinking;
+- ``known_blocks``: saves the block types its serialiser knows (text, ``tool_use``,
+  ``thinking``), and so drops ``redacted_thinking``: a resumed tool loop whose turn's
+  reasoning came redacted is sent without it;
+- ``no_signature``: on resume, "normalises" the loaded assistant turn, rebuilding each
+  block from the fields it knows, and so loses the thinking block's signature;
+- ``keep_cut``: when a stream is cut, keeps what arrived (a thinking block cut short) as
+  an assistant prefill and asks the model to go on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from stores import ActionRecord, Checkpoint, CheckpointStore, RecordedResult
+
+MODEL = "claude-sonnet-4-5"
+_THINKING = ("thinking", "redacted_thinking")
+
+
+def _is_results(message: dict[str, Any]) -> bool:
+    content = message["content"]
+    return message["role"] == "user" and isinstance(content, list) and bool(content) and content[0].get("type") == "tool_result"
+
+
+def unanswered(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ``tool_use`` blocks of the last assistant turn that have no result yet."""
+    last = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=None)
+    if last is None:
+        return []
+    uses = [b for b in messages[last]["content"] if b.get("type") == "tool_use"]
+    answered = {b.get("tool_use_id") for m in messages[last + 1 :] if _is_results(m) for b in m["content"]}
+    return [u for u in uses if u["id"] not in answered]
+
+
+def strip_finished_thinking(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The history without the thinking blocks of finished turns: those before the last
+    user message that is not tool results (the open tool loop keeps its own)."""
+    start = max((i for i, m in enumerate(messages) if m["role"] == "user" and not _is_results(m)), default=0)
+    return [
+        {**m, "content": [b for b in m["content"] if b.get("type") not in _THINKING]}
+        if i < start and m["role"] == "assistant"
+        else m
+        for i, m in enumerate(messages)
+    ]
+
+
+#: The twins that save a compact history: the assistant blocks each one keeps.
+_SAVED_BLOCKS: dict[str, tuple[str, ...]] = {
+    "drop_thinking": ("text", "tool_use"),
+    "known_blocks": ("text", "tool_use", "thinking"),
+}
+
+
+class ThinkingLoop:
+    """One attempt: the checkpoint, a write-ahead ledger for the tools, one model call."""
+
+    def __init__(self, task_id: str, cp: Checkpoint, store: CheckpointStore, tools: Any, bug: str | None) -> None:
+        self.task_id, self.cp, self.store, self.tools, self.bug = task_id, cp, store, tools, bug
+
+    def save(self) -> None:
+        kept = _SAVED_BLOCKS.get(self.bug or "")
+        if kept is None:
+            self.cp = self.store.save(self.cp)
+            return
+        full = self.cp.messages
+        self.cp.messages = [
+            {**m, "content": [b for b in m["content"] if b.get("type") in kept]}
+            if m["role"] == "assistant"
+            else m
+            for m in full
+        ]
+        self.cp = self.store.save(self.cp)
+        self.cp.messages = full
+
+    def answer(self, use_id: str, result: RecordedResult) -> None:
+        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": use_id, "content": result.content}
+        if result.is_error:
+            block["is_error"] = True
+        if _is_results(self.cp.messages[-1]):
+            self.cp.messages[-1]["content"].append(block)
+        else:
+            self.cp.messages.append({"role": "user", "content": [block]})
+        self.save()
+
+    def settle(self, use: dict[str, Any]) -> None:
+        name, tool_input, use_id = use["name"], use.get("input") or {}, use["id"]
+        kind = self.tools.spec(name).kind if name in self.tools else "read_only"
+        if kind == "read_only":
+            done = self.tools.call(name, tool_input)
+            return self.answer(use_id, RecordedResult(content=done.content, is_error=done.is_error))
+        record = self.cp.action(use_id)
+        if record is not None and record.result is not None:
+            return self.answer(use_id, record.result)
+        if record is not None and kind == "unkeyed":
+            record.state = "unknown"
+            record.result = RecordedResult(content=f"The outcome of {name} is unknown: check before doing it again.", is_error=True)
+            return self.answer(use_id, record.result)
+        if record is None:
+            record = ActionRecord(
+                tool_use_id=use_id, tool_name=name, input=tool_input, idempotency_key=f"{self.task_id}:{use_id}"
+            )
+            self.cp.actions.append(record)
+            self.save()  # write-ahead
+        done = self.tools.call(name, tool_input, idempotency_key=record.idempotency_key)
+        record.state = "done"
+        record.result = RecordedResult(content=done.content, is_error=done.is_error)
+        self.answer(use_id, record.result)
+
+    def normalise(self) -> None:
+        """The ``no_signature`` twin's repair of a loaded history: each assistant block
+        rebuilt from the fields the agent knows (the signature is not one of them)."""
+        known = ("type", "text", "id", "name", "input", "thinking", "data")
+        for m in self.cp.messages:
+            if m["role"] == "assistant":
+                m["content"] = [{k: b[k] for k in known if k in b} for b in m["content"]]
+
+    def ask(self, client: Any, stream: bool) -> Any:
+        messages = strip_finished_thinking(self.cp.messages) if self.bug == "strip" else self.cp.messages
+        common: dict[str, Any] = {"model": MODEL, "max_tokens": 4096, "tools": self.tools.definitions()}
+        if not stream:
+            return client.messages.create(
+                messages=messages, thinking={"type": "enabled", "budget_tokens": 1024}, **common
+            )
+        prefill: list[dict[str, Any]] = []
+        for attempt in range(4):
+            try:
+                with client.messages.stream(messages=messages + prefill, thinking={"type": "adaptive"}, **common) as s:
+                    for _event in s:
+                        pass
+                    return s.get_final_message()
+            except Exception:
+                if attempt == 3:
+                    raise
+                partial = s.current_message_snapshot.content
+                if self.bug == "keep_cut" and partial:
+                    prefill = [{"role": "assistant", "content": [b.model_dump(mode="json", exclude_none=True) for b in partial]}]
+        raise AssertionError("unreachable")
+
+    def finish(self, reply: Any) -> str | None:
+        content = [b.model_dump(mode="json", exclude_none=True) for b in reply.content]
+        self.cp.messages.append({"role": "assistant", "content": content})
+        self.cp.iteration += 1
+        if reply.stop_reason == "tool_use":
+            self.save()
+            return None
+        answer = "".join(b.get("text", "") for b in content if b["type"] == "text")
+        self.cp.status, self.cp.final_answer = "completed", answer
+        self.save()
+        return answer
+
+
+def thinking_agent(design: str, bug: str | None = None) -> Callable[..., str]:
+    """``run(task_id, goal, *, client, store, tools)`` of a design (``create``, ``strip``
+    or ``stream``), with a twin's ``bug`` if given."""
+
+    def run(task_id: str, goal: str, *, client: Any, store: CheckpointStore, tools: Any) -> str:
+        cp = store.load(task_id)
+        resumed = cp is not None
+        if cp is None:
+            cp = store.save(Checkpoint(task_id=task_id, goal=goal, messages=[{"role": "user", "content": goal}]))
+        if cp.status == "completed":
+            return cp.final_answer or ""
+        loop = ThinkingLoop(task_id, cp, store, tools, bug or ("strip" if design == "strip" else None))
+        if resumed and bug == "no_signature":
+            loop.normalise()
+        while True:
+            for use in unanswered(loop.cp.messages):
+                loop.settle(use)
+            reply = loop.ask(client, stream=design == "stream")
+            for _ in range(3):  # a reply cut by max_tokens is asked again, not kept
+                if reply.stop_reason != "max_tokens":
+                    break
+                reply = loop.ask(client, stream=design == "stream")
+            answer = loop.finish(reply)
+            if answer is not None:
+                return answer
+
+    return run
+
+
+SOUND: dict[str, Callable[..., str]] = {d: thinking_agent(d) for d in ("create", "strip", "stream")}
+TWINS: dict[str, Callable[..., str]] = {
+    "drop_thinking": thinking_agent("create", "drop_thinking"),
+    "known_blocks": thinking_agent("create", "known_blocks"),
+    "no_signature": thinking_agent("create", "no_signature"),
+    "keep_cut": thinking_agent("stream", "keep_cut"),
+}
