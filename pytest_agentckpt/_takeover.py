@@ -22,7 +22,9 @@ The oracles:
 - ``stops_after_conflict``: after its first lost compare-and-set, A makes no model call
   and no irreversible tool call: the task is someone else's now;
 - ``valid_sequence`` and ``same_answer``, as in :func:`~pytest_agentckpt.fuzz`, for the
-  requests of both workers and B's answer.
+  requests of both workers and B's answer;
+- ``worker_hung``: worker A neither reached its point nor returned, or did not return
+  after waking up, within ``wait`` seconds.
 
 What A does before its first conflict is not judged here: it holds a state it has no
 reason to doubt, and a crash-resume search (``fuzz``) judges the same steps.
@@ -103,18 +105,19 @@ class _HoldingInjector(FaultInjector):
         super().__init__(FaultPlan(), timeline)
         self._target = (point, occurrence)
         self._woken = threading.Condition(self._lock)
-        self.held = threading.Event()
+        #: Set when the point holds its thread, or (set by the caller) when that thread ended.
+        self.settled = threading.Event()
+        self.holding = False
         self._released = False
-        self._holding = False
 
     def hit(self, point: Any) -> None:
         super().hit(point)
         with self._woken:
-            if self._holding or (point, self.hits[point]) != self._target:
+            if self.holding or (point, self.hits[point]) != self._target:
                 return
-            self._holding = True
+            self.holding = True
             self.timeline.add("held", point=point, occurrence=self.hits[point])
-            self.held.set()
+            self.settled.set()
             while not self._released:
                 self._woken.wait()
 
@@ -275,19 +278,21 @@ def _run_point(executor: Any, plan: Any, point: str, occurrence: int, wait: floa
             outcome_a.append(None)
         except BaseException as exc:  # whatever A raises is its outcome
             outcome_a.append(exc)
+        finally:
+            injector.settled.set()
 
     timeline.start_attempt("worker A")
     injector.attempt_started()
     thread = threading.Thread(target=worker_a, name="agentckpt-worker-a", daemon=True)
     try:
         thread.start()
-        deadline_hit = not _wait_either(injector.held, thread, wait)
-        if not injector.held.is_set():
+        settled = injector.settled.wait(wait)
+        if not injector.holding:
             injector.release()
             thread.join(wait)
-            if deadline_hit:
+            if not settled:
                 result.violations.append(
-                    Violation("stops_after_conflict", f"worker A did not reach {point} #{occurrence} nor return within {wait:g} s")
+                    Violation("worker_hung", f"worker A neither reached {point} #{occurrence} nor returned within {wait:g} s")
                 )
                 return result
             return None  # A finished without meeting the point: another path than the crash-free run's
@@ -328,7 +333,7 @@ def _run_point(executor: Any, plan: Any, point: str, occurrence: int, wait: floa
         thread.join(wait)
         if thread.is_alive():
             result.violations.append(
-                Violation("stops_after_conflict", f"worker A did not return within {wait:g} s of waking up")
+                Violation("worker_hung", f"worker A did not return within {wait:g} s of waking up")
             )
         elif outcome_a and outcome_a[0] is not None:
             error = outcome_a[0]
@@ -352,15 +357,6 @@ def _run_point(executor: Any, plan: Any, point: str, occurrence: int, wait: floa
         api.remove_hook(injector.model_hook)
         api.remove_hook(rules)
         executor.store.delete(task_id)
-
-
-def _wait_either(event: threading.Event, thread: threading.Thread, wait: float) -> bool:
-    """Wait until ``event`` is set or ``thread`` ends; False if ``wait`` seconds passed first."""
-    steps = max(1, int(wait / 0.005))
-    for _ in range(steps):
-        if event.wait(0.005) or not thread.is_alive():
-            return True
-    return event.is_set() or not thread.is_alive()
 
 
 def _lost_update(

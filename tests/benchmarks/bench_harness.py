@@ -139,14 +139,23 @@ def bench_fuzz(count: int, seed: int) -> float:
     return clock() - started
 
 
-def bench_floor(turns_made: list[tuple[bytes, Any]]) -> float:
+def bench_floor(turns_made: list[tuple[bytes, Any]], *, fixed: bool = False) -> float:
     """The bare SDK making the harness's model turns again: each request body it sent,
-    answered with the reply the fake gave it."""
+    answered with the reply the fake gave it; with ``fixed``, the earlier floor, for
+    comparison: every request answered with one fixed ``tool_use`` reply (no error, no
+    stream, no text to parse)."""
     import anthropic
     import httpx2
 
-    from reference_agent.offline import network_error
+    from reference_agent.offline import Reply, network_error
+    from reference_agent.scripted import message_json
 
+    if fixed:
+        one = {"type": "tool_use", "id": "toolu_1", "name": "search", "input": {"query": "crash"}}
+        answer = Reply(200, json.dumps(message_json([one])).encode(), [("content-type", "application/json")])
+        answers: list[Any] = [answer] * len(turns_made)
+    else:
+        answers = [reply for _, reply in turns_made]
     replies = iter(())
 
     def handler(request: httpx2.Request) -> httpx2.Response:
@@ -167,6 +176,9 @@ def bench_floor(turns_made: list[tuple[bytes, Any]]) -> float:
         http_client=httpx2.Client(transport=httpx2.MockTransport(handler)),
     )
     calls = [json.loads(body) for body, _ in turns_made]
+    if fixed:
+        for kwargs in calls:
+            kwargs.pop("stream", None)
 
     def make(kwargs: dict[str, Any]) -> None:
         try:
@@ -179,41 +191,13 @@ def bench_floor(turns_made: list[tuple[bytes, Any]]) -> float:
         except anthropic.APIError:
             pass  # the harness's agent met the same error, and retried with a request of its own
 
-    replies = iter([reply for _, reply in turns_made[:20]])
+    replies = iter(answers[:20])
     for kwargs in calls[:20]:  # warm up
         make(dict(kwargs))
-    replies = iter([reply for _, reply in turns_made])
+    replies = iter(answers)
     started = clock()
     for kwargs in calls:
         make(dict(kwargs))
-    return clock() - started
-
-
-def bench_floor_fixed(turns_made: list[tuple[bytes, Any]]) -> float:
-    """The earlier floor, for comparison: the same request bodies, every one answered with
-    one fixed ``tool_use`` reply (no error, no stream, no text to parse)."""
-    import anthropic
-    import httpx2
-
-    from reference_agent.scripted import message_json
-
-    fixed = json.dumps(message_json([{"type": "tool_use", "id": "toolu_1", "name": "search", "input": {"query": "crash"}}])).encode()
-
-    def handler(request: httpx2.Request) -> httpx2.Response:
-        request.read()
-        return httpx2.Response(200, content=fixed, headers={"content-type": "application/json"})
-
-    client = anthropic.Anthropic(
-        api_key="k", base_url="http://floor.test", http_client=httpx2.Client(transport=httpx2.MockTransport(handler))
-    )
-    calls = [json.loads(body) for body, _ in turns_made]
-    for kwargs in calls:
-        kwargs.pop("stream", None)
-    for kwargs in calls[:20]:  # warm up
-        client.messages.create(**kwargs)
-    started = clock()
-    for kwargs in calls:
-        client.messages.create(**kwargs)
     return clock() - started
 
 
@@ -244,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
             ("harness", lambda: bench_harness(scenarios, count=False)["elapsed"]),
             ("floor", lambda: bench_floor(made)),
             ("fuzz", lambda: bench_fuzz(len(scenarios), args.seed)),
-            ("fixed", lambda: bench_floor_fixed(made)),
+            ("fixed", lambda: bench_floor(made, fixed=True)),
             ("direct", lambda: bench_harness(scenarios, "direct", count=False)["elapsed"]),
         ]
         shift = round_ % len(steps)

@@ -98,6 +98,29 @@ def test_the_zoos_sound_designs_pass(design: str) -> None:
     assert stats.failed == 0 and stats.points > 0
 
 
+def test_a_worker_that_hangs_once_it_lost_its_task_fails_as_hung() -> None:
+    import threading
+
+    from stores import ConflictError
+
+    sound, unblock = make_agent(Bugs()), threading.Event()
+
+    def hangs(task_id: str, goal: str, **kwargs: Any) -> str:
+        try:
+            return sound(task_id, goal, **kwargs)
+        except ConflictError:
+            unblock.wait(30)  # a lock it never gets back, say
+            raise
+
+    try:
+        with pytest.raises(TakeoverFailure) as caught:
+            takeover(hangs, toolbox(), plans=[PLAN], wait=0.3, max_points=3)
+    finally:
+        unblock.set()
+    assert set(_failing(caught).values()) == {"worker_hung"}, str(caught.value)
+    assert "worker A did not return within 0.3 s of waking up" in str(caught.value)
+
+
 def test_bad_arguments_are_refused_with_what_to_do() -> None:
     with pytest.raises(ValueError, match="examples must be at least 1"):
         takeover(REFERENCE, toolbox(), examples=0)
