@@ -19,6 +19,8 @@ The oracles:
   its own state on top erases B's work (the classic "refresh the version and retry", and
   what an upsert does). A design that deletes its checkpoint on success leaves nothing to
   lose: what a re-run of it does is the completed-task oracle's to judge, in ``fuzz``;
+  but an A that held a version and writes the task again after B deleted it made its
+  save with a version it did not hold (an upsert): the finished task is running again;
 - ``stops_after_conflict``: after its first lost compare-and-set, A makes no model call
   and no irreversible tool call: the task is someone else's now;
 - ``valid_sequence`` and ``same_answer``, as in :func:`~pytest_agentckpt.fuzz`, for the
@@ -128,22 +130,25 @@ class _HoldingInjector(FaultInjector):
 
 
 class _WatchedStore(FaultyStore):
-    """Records what each write leaves stored, once ``watching`` is set (worker A woken up):
-    a write counts in the phase it started in (A held after a write wakes up with it done)."""
+    """Records what each write of the task's checkpoint leaves stored, once ``watching`` is
+    set (worker A woken up): a write counts in the phase it started in (A held after a
+    write wakes up with it done). Checkpoints of other ids (a ledger kept apart) are not
+    the task's: the compare of what B left is of the task's own."""
 
     watching: list[dict[str, Any] | None] | None = None
+    task_id: str = ""
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
         watching = self.watching
         saved = super().save(checkpoint)
-        if watching is not None:
+        if watching is not None and saved.task_id == self.task_id:
             watching.append(_dump(saved))
         return saved
 
     def delete(self, task_id: str) -> None:
         watching = self.watching
         super().delete(task_id)
-        if watching is not None:
+        if watching is not None and task_id == self.task_id:
             watching.append(None)
 
 
@@ -268,6 +273,7 @@ def _run_point(executor: Any, plan: Any, point: str, occurrence: int, wait: floa
     executor.world.clear()
     task_id = f"takeover-{executor._prefix}-{next(executor._ids)}"
     store = _WatchedStore(executor.store, injector, history=executor.history)
+    store.task_id = task_id
     tools = InstrumentedToolbox(executor.tools, executor.world, injector)
     result = _Point(point, occurrence, timeline)
     outcome_a: list[BaseException | None] = []
@@ -281,7 +287,7 @@ def _run_point(executor: Any, plan: Any, point: str, occurrence: int, wait: floa
         finally:
             injector.settled.set()
 
-    timeline.start_attempt("worker A")
+    first = timeline.start_attempt("worker A")
     injector.attempt_started()
     thread = threading.Thread(target=worker_a, name="agentckpt-worker-a", daemon=True)
     try:
@@ -342,13 +348,22 @@ def _run_point(executor: Any, plan: Any, point: str, occurrence: int, wait: floa
             timeline.add("attempt_end", outcome="answer", detail="worker A returned")
         store.watching = None
         # Only a checkpoint B wrote and left can be lost: a B that found the task done wrote
-        # nothing, and one that deleted the checkpoint on success left nothing (a design
-        # whose re-runs the completed-task oracle judges). A write of A's that leaves the
-        # checkpoint as B left it loses nothing.
+        # nothing, and one that deleted the checkpoint on success left nothing but the
+        # task's end (below). A write of A's that leaves the checkpoint as B left it loses
+        # nothing.
         after = _stored(executor, task_id)
         changed = [w for w in [*writes, after] if w != taken_over]
         if b_wrote and taken_over is not None and changed:
             result.violations.append(_lost_update(taken_over, changed[0], timeline, woken))
+        elif b_wrote and taken_over is None and any(w is not None for w in writes):
+            # B finished and deleted the checkpoint; A wrote the task again. A worker held
+            # before its first save may (a design that deletes on success, whose re-runs
+            # the completed-task oracle judges); one that held a version may not: its save
+            # with that version is refused, so a write that went through was an upsert.
+            held = _held_version(timeline, first, task_id)
+            if held is not None:
+                written = next(w for w in writes if w is not None)
+                result.violations.append(_recreated(held, written, after, timeline, woken))
         result.violations += _went_on(timeline, executor.flags, woken)
         result.violations += valid_sequence(timeline, validate_messages, error_type=InvalidHistoryError)
         return result
@@ -373,6 +388,38 @@ def _lost_update(
         f"({len(saves)} save(s) of its own went through): B's work is lost. On a ConflictError "
         "the task belongs to another worker: stop, and do not load the newer version to save "
         "your own state on top of it",
+    )
+
+
+def _held_version(timeline: Timeline, attempt: int, task_id: str) -> int | None:
+    """The version of the task's checkpoint worker A last saved or loaded before it was
+    held, if any."""
+    held = None
+    for e in timeline.of("store_save", "store_load"):
+        if e.attempt != attempt or e.data.get("task_id") != task_id:
+            continue
+        if e.kind == "store_save" or e.data.get("found"):
+            held = e.data.get("version")
+    return held
+
+
+def _recreated(
+    held: int, written: dict[str, Any], after: dict[str, Any] | None, timeline: Timeline, woken: int
+) -> Violation:
+    saves = [e for e in timeline.of("store_save") if e.attempt == woken]
+    where = f"{written.get('status')} at iteration {written.get('iteration')}"
+    left = (
+        f"the store shows it {where}"
+        if after is not None
+        else f"it showed {where} until A deleted it again; had A stopped there, the task would be run again"
+    )
+    return Violation(
+        "no_lost_update",
+        f"worker B had taken the task over, finished it and deleted its checkpoint; worker A, "
+        f"waking up, wrote the task again from its own stale state ({len(saves)} save(s) of its "
+        f"own went through; {left}). A held version {held}: a save made with it would have "
+        "been refused. Save with the version you hold, never one learnt from a fresh load "
+        "(an upsert), nor as a new checkpoint",
     )
 
 

@@ -1,8 +1,8 @@
 """takeover: a second worker takes a task over while the first is held at a point of its
 run, and the first then wakes up. Sound agents pass; an agent that saves its own state on
-top of the newer version (what the common design's upsert does; the port itself deletes
-its checkpoint on success, which leaves B nothing to lose) and one that logs a lost
-compare-and-set and carries on are each caught by the oracle their bug breaks."""
+top of the newer version, the common design (whose upsert writes a task B finished and
+deleted back as running) and one that logs a lost compare-and-set and carries on are each
+caught by the oracle their bug breaks."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 
 import reference_agent
 from pytest_agentckpt import Plan, Step, TakeoverFailure, ToolCall, takeover
-from tests.buggy_agents import overwrite_on_conflict
+from tests.buggy_agents import common_design, overwrite_on_conflict
 from tests.buggy_agents._loop import Bugs, make_agent
 from tests.harness.toolkit import toolbox
 from tests.zoo.agents import SOUND as ZOO
@@ -77,6 +77,22 @@ def test_saving_on_top_of_the_newer_version_is_a_lost_update() -> None:
     # Held before the run's first save, A has nothing to lose to B yet: A's first write
     # creates the task, and B finds it.
     assert "iteration_start #1" not in failing or failing["iteration_start #1"] != "same_answer"
+
+
+def test_the_common_designs_upsert_writes_back_a_task_the_other_worker_finished() -> None:
+    # The port saves every fifth tool turn only, by an upsert (it loads to learn the
+    # version), and deletes its checkpoint on success. Held after its first save, A wakes
+    # once B has finished and deleted the task, and its next save creates it again.
+    long_plan = Plan(tuple(Step((ToolCall("write_record", {"key": f"k{i}"}),)) for i in range(11)), "done")
+    with pytest.raises(TakeoverFailure) as caught:
+        takeover(common_design.run, toolbox(), plans=[long_plan])
+    failing = _failing(caught)
+    assert "no_lost_update" in set(failing.values()), failing
+    report = str(caught.value)
+    assert "wrote the task again from its own stale state" in report
+    assert "A held version 1" in report and "an upsert" in report
+    # Held before its first save, A knows of no checkpoint: its create is not the upsert's.
+    assert "iteration_start #1" not in failing
 
 
 def test_carrying_on_after_a_lost_compare_and_set_is_caught() -> None:
