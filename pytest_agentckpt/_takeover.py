@@ -56,6 +56,8 @@ __all__ = ["TakeoverFailure", "TakeoverStats", "takeover"]
 _VOLATILE = {"version", "updated_at"}
 #: Calls of worker B: the first takes the task over, the others resume it after a clean stop.
 _B_ATTEMPTS = 8
+#: Points of a plan where worker B blocked after which its other points are not run.
+_BLOCKED_LIMIT = 2
 
 
 @dataclass
@@ -68,12 +70,16 @@ class TakeoverStats:
     failed: int = 0
     #: Points worker A never reached in its run (its path differs from the crash-free run's).
     unreached: int = 0
+    #: Points where worker B waited ``wait`` seconds on something worker A held while
+    #: paused: not checkable in one process (see :func:`takeover`).
+    blocked: int = 0
 
     def summary(self) -> str:
-        return (
+        text = (
             f"takeover: {self.points} points of {self.plans} plan(s), {self.passed} passed, "
             f"{self.failed} failed, {self.unreached} not reached"
         )
+        return text + (f", {self.blocked} not checkable (worker B blocked)" if self.blocked else "")
 
 
 @dataclass
@@ -85,6 +91,8 @@ class _Point:
     #: Worker B's answer, when it returned one.
     answer: Any = None
     answered: bool = False
+    #: Set when worker B waited the whole ``wait`` while A was held: where B was waiting.
+    blocked: str | None = None
 
     def describe(self) -> str:
         return f"worker A held at {self.point} #{self.occurrence}"
@@ -175,8 +183,11 @@ def takeover(
     by default ``examples`` plans of at least two steps drawn from the tools with ``seed``.
     ``store``: as in :func:`~pytest_agentckpt.fuzz` (a URL, a store, a factory; in memory
     by default). ``max_points``: at most this many points per plan (the first ones).
-    ``wait``: seconds a worker may take (A to reach its point, B to finish, A after
-    waking up) before the point fails as hung.
+    ``wait``: seconds a worker may take (A to reach its point, A after waking up) before
+    the point fails as hung. A worker B that has not finished within ``wait`` seconds
+    waits on something the held A holds: both are threads of one process, so that may
+    be a lock of the process, and the point is counted not checkable
+    (:class:`~pytest_agentckpt.NotCheckableWarning`), not failed.
 
     Raises :class:`TakeoverFailure` naming the oracle, the point and the plan; returns the
     counts otherwise. Agents given as ``async def`` run too, each worker on its own event
@@ -209,18 +220,33 @@ def takeover(
             hits = clean.counts.hits if clean.counts is not None else clean.hits
             points = [crash for p in single_crash_plans(hits) for crash in p.crashes]
             failures: list[_Point] = []
-            for crash in points[:max_points]:
+            blocked: list[_Point] = []
+            blocked_before = stats.blocked
+            chosen_points = points[:max_points]
+            for n, crash in enumerate(chosen_points):
+                if len(blocked) >= _BLOCKED_LIMIT:
+                    # Each blocked point costs ``wait`` seconds: the rest of the plan's
+                    # points are not run, and counted with them.
+                    stats.points += len(chosen_points) - n
+                    stats.blocked += len(chosen_points) - n
+                    break
                 result = _run_point(executor, plan, crash.point, crash.occurrence, wait)
                 if result is None:
                     stats.unreached += 1
                     continue
                 stats.points += 1
+                if result.blocked is not None:
+                    stats.blocked += 1
+                    blocked.append(result)
+                    continue
                 result.violations += same_answer(result.answer, baseline, completed=result.answered)
                 if result.violations:
                     stats.failed += 1
                     failures.append(result)
                 else:
                     stats.passed += 1
+            if blocked:
+                _warn_blocked(blocked, wait, stats.blocked - blocked_before)
             if failures:
                 raise TakeoverFailure(_report(plan, failures, stats))
     finally:
@@ -303,32 +329,58 @@ def _run_point(executor: Any, plan: Any, point: str, occurrence: int, wait: floa
                 return result
             return None  # A finished without meeting the point: another path than the crash-free run's
         # Worker B runs the task to its end, resumed as a supervisor would resume it while
-        # it stops cleanly with the task still running (a pause, a budget of its own).
+        # it stops cleanly with the task still running (a pause, a budget of its own). It
+        # runs in a thread of its own too, so that a B waiting on something A holds does
+        # not hang the takeover.
         b_attempts: set[int] = set()
-        for n in range(_B_ATTEMPTS):
-            b_attempts.add(timeline.start_attempt("worker B takes the task over" if n == 0 else "worker B resumes"))
-            injector.attempt_started()
+        raised_b: list[BaseException] = []
+
+        def worker_b() -> None:
             try:
-                result.answer = executor._call(task_id, store, tools)
-            except Exception as exc:
-                detail = f"{type(exc).__name__}: {exc}"
-                timeline.add("attempt_end", outcome="error", detail=detail)
-                result.answered = False
-                if n == _B_ATTEMPTS - 1:
-                    result.violations.append(
-                        Violation(
-                            "same_answer",
-                            f"worker B, taking the task over from a worker held at {point} #{occurrence}, "
-                            f"did not finish it: {detail}",
+                resume_b()
+            except BaseException as exc:  # a crash or an interrupt: raised in the caller's thread
+                raised_b.append(exc)
+
+        def resume_b() -> None:
+            for n in range(_B_ATTEMPTS):
+                b_attempts.add(timeline.start_attempt("worker B takes the task over" if n == 0 else "worker B resumes"))
+                injector.attempt_started()
+                try:
+                    result.answer = executor._call(task_id, store, tools)
+                except Exception as exc:
+                    detail = f"{type(exc).__name__}: {exc}"
+                    timeline.add("attempt_end", outcome="error", detail=detail)
+                    result.answered = False
+                    if n == _B_ATTEMPTS - 1:
+                        result.violations.append(
+                            Violation(
+                                "same_answer",
+                                f"worker B, taking the task over from a worker held at {point} #{occurrence}, "
+                                f"did not finish it: {detail}",
+                            )
                         )
-                    )
-                continue
-            result.answered = True
-            if executor._still_running(task_id, timeline):
-                timeline.add("attempt_end", outcome="stopped", detail=str(result.answer))
-                continue
-            timeline.add("attempt_end", outcome="answer", detail=str(result.answer))
-            break
+                    continue
+                result.answered = True
+                if executor._still_running(task_id, timeline):
+                    timeline.add("attempt_end", outcome="stopped", detail=str(result.answer))
+                    continue
+                timeline.add("attempt_end", outcome="answer", detail=str(result.answer))
+                break
+
+        thread_b = threading.Thread(target=worker_b, name="agentckpt-worker-b", daemon=True)
+        thread_b.start()
+        thread_b.join(wait)
+        if thread_b.is_alive():
+            # B waits on something A holds while it is paused. Both workers are threads of
+            # one process here, so that may be a lock of the process, which a worker in
+            # another process would not wait for: the point is not checkable, not failed.
+            result.blocked = _where(thread_b)
+            injector.release()
+            thread.join(wait)
+            thread_b.join(wait)
+            return result
+        if raised_b:
+            raise raised_b[0]
         b_wrote = any(e.attempt in b_attempts for e in timeline.of("store_save", "store_delete"))
         taken_over = _stored(executor, task_id)
         woken = timeline.start_attempt("worker A wakes up")
@@ -388,6 +440,43 @@ def _lost_update(
         f"({len(saves)} save(s) of its own went through): B's work is lost. On a ConflictError "
         "the task belongs to another worker: stop, and do not load the newer version to save "
         "your own state on top of it",
+    )
+
+
+def _where(thread: threading.Thread) -> str:
+    """Where ``thread`` is waiting: its innermost frame outside the standard library and
+    this package (the agent's line), or "" when there is none (an event loop's wait)."""
+    import os
+    import sys
+    import sysconfig
+    import traceback
+
+    frame = sys._current_frames().get(thread.ident or -1)
+    if frame is None:
+        return ""
+    skip = (sysconfig.get_paths()["stdlib"], os.path.dirname(__file__))
+    for entry in reversed(traceback.extract_stack(frame)):
+        if not entry.filename.startswith(skip):
+            return f"{entry.filename}:{entry.lineno} ({(entry.line or '').strip()})"
+    return ""
+
+
+def _warn_blocked(blocked: list[_Point], wait: float, total: int) -> None:
+    import warnings
+
+    from ._search import NotCheckableWarning
+
+    first = blocked[0]
+    where = f", waiting at {first.blocked}" if first.blocked else ""
+    warnings.warn(
+        f"agentckpt takeover: {total} point(s) not checkable: worker B waited {wait:g} s on "
+        f"something worker A held while paused at {first.point} #{first.occurrence}{where}. Both "
+        "workers are threads of one process here: a lock of the process (a threading.Lock or "
+        "asyncio.Lock per task) makes B wait for A, which a worker in another process would not. "
+        "If it is a lock every worker sees (a database or Redis lock), give it a lease that expires: "
+        "a paused worker holding it forever bricks its task",
+        NotCheckableWarning,
+        stacklevel=3,
     )
 
 

@@ -6,15 +6,18 @@ caught by the oracle their bug breaks."""
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import functools
 import logging
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 import reference_agent
-from pytest_agentckpt import Plan, Step, TakeoverFailure, ToolCall, takeover
+from pytest_agentckpt import NotCheckableWarning, Plan, Step, TakeoverFailure, ToolCall, takeover
 from tests.buggy_agents import common_design, overwrite_on_conflict
 from tests.buggy_agents._loop import Bugs, make_agent
 from tests.harness.toolkit import toolbox
@@ -115,8 +118,6 @@ def test_the_zoos_sound_designs_pass(design: str) -> None:
 
 
 def test_a_worker_that_hangs_once_it_lost_its_task_fails_as_hung() -> None:
-    import threading
-
     from stores import ConflictError
 
     sound, unblock = make_agent(Bugs()), threading.Event()
@@ -135,6 +136,39 @@ def test_a_worker_that_hangs_once_it_lost_its_task_fails_as_hung() -> None:
         unblock.set()
     assert set(_failing(caught).values()) == {"worker_hung"}, str(caught.value)
     assert "worker A did not return within 0.3 s of waking up" in str(caught.value)
+
+
+_THREAD_LOCKS: collections.defaultdict[str, threading.Lock] = collections.defaultdict(threading.Lock)
+_LOOP_LOCKS: collections.defaultdict[str, asyncio.Lock] = collections.defaultdict(asyncio.Lock)
+
+
+def _one_run_per_task(task_id: str, goal: str, **kwargs: Any) -> str:
+    with _THREAD_LOCKS[task_id]:  # a service's "one run of a task at a time, in this process"
+        return REFERENCE(task_id, goal, **kwargs)
+
+
+async def _one_async_run_per_task(task_id: str, goal: str, **kwargs: Any) -> str:
+    async with _LOOP_LOCKS[task_id]:
+        result: str = await ZOO["gather"](task_id, goal, **kwargs)
+        return result
+
+
+@pytest.mark.parametrize("flavour", ["threading", "asyncio"])
+def test_a_second_worker_waiting_on_a_lock_of_the_process_is_not_checkable_rather_than_hung(flavour: str) -> None:
+    # Both workers are threads of one process: a lock per task makes B wait for the held A,
+    # which a worker in another process would not. Not a failure of the agent, and the
+    # takeover must end (it used to wait for B for ever); after two such points the rest
+    # of the plan's points are not run.
+    run: Any = _one_run_per_task if flavour == "threading" else _one_async_run_per_task
+    tools: Any = toolbox() if flavour == "threading" else AsyncToolbox(toolbox())
+    with pytest.warns(NotCheckableWarning, match="worker B waited 0.5 s on something worker A held") as seen:
+        stats = takeover(run, tools, plans=[PLAN], wait=0.5)
+    assert stats.failed == 0 and stats.passed == 0 and stats.blocked == stats.points >= 25
+    assert stats.summary().endswith(f", {stats.blocked} not checkable (worker B blocked)")
+    message = str(seen[0].message)
+    assert "a lock of the process" in message and "give it a lease that expires" in message
+    if flavour == "threading":  # where B waits is the agent's line; a waiting event loop has none
+        assert "test_takeover.py" in message and "with _THREAD_LOCKS[task_id]" in message
 
 
 def test_bad_arguments_are_refused_with_what_to_do() -> None:
