@@ -882,6 +882,20 @@ def _not_resumed_hint(timeline: Timeline, durable: Event, event: Event) -> str:
         for e in between
     ):
         return "the agent did not resume from its checkpoint: the load found none (was it deleted?)"
+    version = durable.data.get("version")
+    if any(
+        e.kind == "store_load" and e.data.get("found") and e.data.get("version") == version
+        and (task is None or e.data.get("task_id") in (None, task))
+        for e in between
+    ):
+        # It read the checkpoint that holds the reply, and sent a history without it.
+        return (
+            "the agent loaded that checkpoint and dropped the reply from the history it sent "
+            "(a repair that removes tool_use blocks with no result, or a trim of the history's "
+            "end): the model's recorded decision is lost and paid for again, and the model may "
+            "decide otherwise. Keep the reply and answer its tool calls (a read-only one run "
+            "again, the others settled from their records)"
+        )
     return "the agent did not resume from its checkpoint"
 
 

@@ -45,6 +45,10 @@ class Bugs:
     #: On a lost compare-and-set, load the newer version and save this worker's own state
     #: on top of it (the usual first "fix" of a ConflictError seen in production).
     overwrite_on_conflict: bool = False
+    #: On resume, drop the ``tool_use`` blocks of the last reply that have no result (and
+    #: the reply, if nothing else is left) and ask the model again: the "degrade
+    #: gracefully" recovery of session libraries.
+    drop_unanswered: bool = False
 
 
 def _key(task_id: str, tool_use_id: str) -> str:
@@ -130,6 +134,10 @@ class _Agent:
         last = messages[-1]
         if last["role"] == "assistant":
             pending = [b for b in _blocks(last) if b.get("type") == "tool_use"]
+            if pending and self.bugs.drop_unanswered:
+                kept = [b for b in _blocks(last) if b.get("type") != "tool_use"]
+                messages[-1:] = [{"role": "assistant", "content": kept}] if kept else []
+                return
             if pending:
                 messages.append({"role": "user", "content": []})
                 self.run_tools(pending)

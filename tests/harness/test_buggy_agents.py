@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 from hypothesis.database import InMemoryExampleDatabase
 
+from pytest_agentckpt import Toolbox
 from pytest_agentckpt.harness import OracleFailure, fuzz
 
-from .toolkit import safe_toolbox, toolbox
+from .toolkit import safe_toolbox, search, toolbox
 
 CASES = [
     ("no_repair", {"valid_sequence"}),
@@ -44,6 +45,18 @@ def test_an_agent_that_saves_the_reply_only_with_its_results_repeats_a_keyed_act
     assert failure.found_after is not None and failure.found_after <= 200
     assert "Save the model's reply durably before running its tools" in str(failure)
     assert "_g1" in str(failure)
+
+
+def test_an_agent_that_drops_unanswered_calls_on_resume_asks_for_a_recorded_reply_again() -> None:
+    # Read-only tools only: no effect is repeated, the history sent is valid; what is
+    # wrong is the reply the checkpoint holds, thrown away and asked for again.
+    tools = Toolbox.from_functions(search)
+    with pytest.raises(OracleFailure) as caught:
+        fuzz(_agent("drop_unanswered_calls"), tools, seed=20261129, database=InMemoryExampleDatabase())
+    failure = caught.value
+    assert failure.oracle == "recorded_work_not_redone", str(failure)
+    assert "the agent loaded that checkpoint and dropped the reply from the history it sent" in str(failure)
+    assert "Keep the reply and answer its tool calls" in str(failure)
 
 
 def _agent(name: str) -> Callable[..., Any]:
