@@ -79,3 +79,21 @@ def test_every_generation_reports_rate_limits(anthropic_client: anthropic.Anthro
         anthropic_client.with_options(max_retries=0).messages.create(**request)
     assert limited.value.response.headers["anthropic-ratelimit-requests-remaining"] == "0"
     assert limited.value.response.headers["retry-after"] == "1"
+
+
+def test_a_named_outage_is_half_of_the_api_faults_drawn() -> None:
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from pytest_agentckpt.strategies import fault_plans
+
+    kinds: list[str] = []
+
+    @settings(max_examples=300, database=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    @given(fault_plans(kinds=OUTAGES, max_crashes=0), st.just(None))
+    def draw(plan: FaultPlan, _: None) -> None:
+        kinds.extend(f.kind for f in plan.api_faults)
+
+    draw()
+    share = kinds.count("api_outage") / len(kinds)
+    assert len(kinds) > 50 and 0.3 < share < 0.7, (len(kinds), share)
