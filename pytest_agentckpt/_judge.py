@@ -113,7 +113,7 @@ def _judge(
     violations = valid_sequence(main, validate_messages, error_type=InvalidHistoryError)
     duplicates, unsafe = no_duplicate_effect(main, baseline, flags, completed=outcome.completed)
     violations += duplicates
-    violations += same_answer(outcome.answer, baseline, completed=outcome.completed)
+    violations += same_answer(outcome.answer, baseline, completed=outcome.completed, timeline=main)
     violations += iteration_monotone(main, budget=budget)
     missing = history_not_found(main)
     if missing is None:

@@ -57,7 +57,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
 
 from pydantic_core import from_json as _from_json
@@ -128,6 +128,7 @@ ApiFaultKind = Literal[
     "stream_disconnect",
     "stream_error",
     "max_tokens",
+    "api_outage",
 ]
 API_FAULT_KINDS: tuple[ApiFaultKind, ...] = get_args(ApiFaultKind)
 """API faults, injected through the fake Messages API."""
@@ -139,7 +140,13 @@ STREAM_FAULT_KINDS: frozenset[str] = frozenset({"stream_disconnect", "stream_err
 #: by the token limit, ``stop_reason: "max_tokens"``) tests how an agent handles a stop
 #: reason, which not every agent means to, so default verdicts and seeded draws stay as
 #: they were without it.
-OPT_IN_FAULT_KINDS: frozenset[str] = frozenset({"max_tokens"})
+#: ``api_outage`` (the API overloaded for longer than the SDK retries) tests what an agent
+#: does when a model call fails for good, which fails only agents that give up.
+OPT_IN_FAULT_KINDS: frozenset[str] = frozenset({"max_tokens", "api_outage"})
+
+#: The requests an ``api_outage`` answers with 529 ``overloaded_error``: one more than the
+#: SDK's default retries (``max_retries=2``), so that the SDK raises to the agent.
+OUTAGE_REQUESTS = 3
 
 StoreFaultKind = Literal["store_outage", "slow_store"]
 STORE_FAULT_KINDS: tuple[StoreFaultKind, ...] = get_args(StoreFaultKind)
@@ -246,7 +253,10 @@ class ApiFault:
     streamed request can be cut: on any other, they inject nothing. ``max_tokens``
     (opt-in, see :data:`OPT_IN_FAULT_KINDS`): the model answers, and its reply, streamed
     or not, arrives cut by the token limit with ``stop_reason: "max_tokens"``; the agent
-    must not run its cut tool call nor take its cut text for the answer.
+    must not run its cut tool call nor take its cut text for the answer. ``api_outage``
+    (opt-in): this request and the :data:`OUTAGE_REQUESTS` - 1 after it are answered 529
+    ``overloaded_error``, more than the SDK's default retries: the call fails for good,
+    and a sound agent stops resumable (raises, or saves and stops) or waits longer.
 
     A negative ``request`` counts from the end of the plan's crash-free run: ``-1`` is its
     last model request.
@@ -254,6 +264,8 @@ class ApiFault:
 
     kind: ApiFaultKind
     request: int = 1
+    #: Injected as part of an ``api_outage`` (never set by hand; not in plans).
+    outage: bool = field(default=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.kind not in API_FAULT_KINDS:
@@ -566,9 +578,18 @@ class FaultInjector:
             fault = self._api_faults.pop(self._request_index, None)
             if fault is not None and fault.kind in STREAM_FAULT_KINDS and not streamed:
                 fault = None  # only a streamed reply can be cut short
+            if fault is not None and fault.kind == "api_outage":
+                # An outage: this request and the next ones are overloaded (a fault the plan
+                # puts on one of them already is left as it is).
+                for later in range(self._request_index + 1, self._request_index + OUTAGE_REQUESTS):
+                    self._api_faults.setdefault(later, ApiFault("overloaded", later, outage=True))
+                fault = ApiFault("overloaded", self._request_index, outage=True)
             if fault is not None and self.api_sink is not None:
                 # The fake takes its queued fault after the hooks: it hits this request.
-                self.timeline.add("api_fault", fault=fault.kind, index=self._request_index)
+                if fault.outage:
+                    self.timeline.add("api_fault", fault=fault.kind, index=self._request_index, outage=True)
+                else:
+                    self.timeline.add("api_fault", fault=fault.kind, index=self._request_index)
                 self.api_sink(fault.kind)
             if messages != self._last_request:
                 self._last_request = messages

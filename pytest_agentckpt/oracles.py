@@ -661,17 +661,44 @@ def nothing_saved(timeline: Timeline) -> str | None:
 
 
 # -- 3 ---------------------------------------------------------------------------------
-def same_answer(answer: str | None, baseline: Baseline, *, completed: bool) -> list[Violation]:
-    """A completed run's answer equals the crash-free answer."""
+def same_answer(
+    answer: str | None, baseline: Baseline, *, completed: bool, timeline: Timeline | None = None
+) -> list[Violation]:
+    """A completed run's answer equals the crash-free answer.
+
+    With ``timeline``: when the model API failed before the answer (an ``api_outage``, or
+    failed requests), the message says what an agent that gave up on a failed model call
+    should do instead.
+    """
     if not completed or answer == baseline.answer:
         return []
-    return [
-        Violation(
-            "same_answer",
-            f"the resumed run answered {_short(answer)}; the crash-free run answered "
-            f"{_short(baseline.answer)}",
-        )
+    message = (
+        f"the resumed run answered {_short(answer)}; the crash-free run answered "
+        f"{_short(baseline.answer)}"
+    )
+    failed = [
+        e for e in (timeline.of("api_fault") if timeline is not None else ())
+        if e.data.get("fault") in _REQUEST_FAILED
     ]
+    if any(e.data.get("outage") for e in failed):
+        message += (
+            ". An API outage came first: the model API failed for longer than the SDK's "
+            "retries, and the agent finished with another answer. On a model call that "
+            "fails for good, stop resumable (raise, or save with status running and "
+            "return) or retry longer; never complete the task with a fallback answer"
+        )
+    elif failed:
+        message += (
+            f". API faults came first ({', '.join(sorted({str(e.data.get('fault')) for e in failed}))}): "
+            "if the agent gave up on a failed model call, it should stop resumable (raise, "
+            "or save with status running and return) or retry, not complete the task with "
+            "a fallback answer"
+        )
+    return [Violation("same_answer", message)]
+
+
+#: API faults that fail the request (no reply reaches the model's side or the agent).
+_REQUEST_FAILED = frozenset({"rate_limit", "server_error", "overloaded", "timeout", "disconnect"})
 
 
 #: API faults after which the model has answered a turn the agent never received whole

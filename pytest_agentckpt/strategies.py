@@ -326,6 +326,7 @@ def fault_plans(
     ``streamed``: the agent asks for streamed replies, so half of the API faults are drawn
     from the kinds that cut a stream short (``stream_disconnect``, ``stream_error``),
     rather than two kinds in eight. (They do nothing to a request that does not stream.)
+    A named ``api_outage`` is half of the API faults drawn, the other kinds the rest.
 
     ``from_end``: half of the occurrences (of crashes, API faults and store faults on
     save) count from the end of the plan's crash-free run, ``-1`` to ``-max_occurrence``
@@ -357,11 +358,18 @@ def fault_plans(
         else st.integers(1, max_occurrence)
     )
     crash = st.builds(CrashAt, st.sampled_from(points), occurrence) if points else None
+    # A named ``api_outage`` (opt-in) is half of the API faults drawn: one kind in eight or
+    # nine found an agent that gives up on the model once in five seeds of 100 examples.
+    outage = "api_outage" in api and len(api) > 1
+    if outage:
+        api = [k for k in api if k != "api_outage"]
     stream = [k for k in api if k in STREAM_FAULT_KINDS]
     whole = [k for k in api if k not in STREAM_FAULT_KINDS]
     api_kind = st.sampled_from(api) if api else None
     if streamed and stream and whole:
         api_kind = st.one_of(st.sampled_from(stream), st.sampled_from(whole))
+    if outage and api_kind is not None:
+        api_kind = st.one_of(st.just("api_outage"), api_kind)
     api_fault = st.builds(ApiFault, api_kind, occurrence) if api_kind is not None else None
     # A load happens once per attempt: 2 and 3 are the loads of the first resumes, the
     # interesting ones (sampled, not integers(), so they are drawn as often as 1). An

@@ -129,7 +129,8 @@ class Timeline:
             what = f"tool_use: {uses}" if uses else f"text: {_short(d.get('text', ''), 50)}"
             return f"model response #{d['index']} status {d.get('status')} -> {what}"
         if kind == "api_fault":
-            return f"API fault {d.get('fault')} on request #{d.get('index')}"
+            outage = " (API outage: longer than the SDK retries)" if d.get("outage") else ""
+            return f"API fault {d.get('fault')} on request #{d.get('index')}{outage}"
         if kind == "crash":
             return f"CRASH at {d['point']} (occurrence {d['occurrence']})"
         if kind == "held":

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import datetime as _dt
 import hashlib
 import json
 import re
@@ -134,6 +135,32 @@ _FAULT_KINDS: frozenset[str] = frozenset(get_args(FaultKind))
 _STREAM_FAULTS = frozenset({"stream_disconnect", "stream_error"})
 # Faults that shape the model's reply instead of failing the request.
 _REPLY_FAULTS = frozenset({"lost_response", "max_tokens", *_STREAM_FAULTS})
+#: The rate limits the fake reports in the ``anthropic-ratelimit-*`` headers of every
+#: generation's answer, as the API does (generous: an agent that paces itself on them
+#: never needs to wait); a ``rate_limit`` fault reports its request limit spent.
+_RATE_LIMITS = {"requests": 4_000, "tokens": 2_000_000, "input-tokens": 2_000_000, "output-tokens": 400_000}
+
+
+def rate_limit_headers(*, exhausted: bool = False) -> list[tuple[str, str]]:
+    """The API's ``anthropic-ratelimit-*`` response headers: for requests, tokens, input
+    and output tokens, the ``-limit``, what ``-remaining`` of it, and the RFC 3339 time of
+    its ``-reset`` (a second from now). ``exhausted``: no request remains (a 429's).
+
+    >>> dict(rate_limit_headers())["anthropic-ratelimit-requests-remaining"]
+    '3999'
+    >>> dict(rate_limit_headers(exhausted=True))["anthropic-ratelimit-requests-remaining"]
+    '0'
+    """
+    reset = (_dt.datetime.now(_dt.timezone.utc) + _dt.timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    headers: list[tuple[str, str]] = []
+    for name, limit in _RATE_LIMITS.items():
+        remaining = 0 if exhausted and name == "requests" else limit - 1 if name == "requests" else limit
+        headers.append((f"anthropic-ratelimit-{name}-limit", str(limit)))
+        headers.append((f"anthropic-ratelimit-{name}-remaining", str(remaining)))
+        headers.append((f"anthropic-ratelimit-{name}-reset", reset))
+    return headers
+
+
 _STATUS_FAULTS: dict[str, tuple[int, str, str]] = {
     "rate_limit": (
         429,
@@ -568,6 +595,10 @@ class FakeMessagesAPI:
         base_headers = [("request-id", request_id)]
         route = _route(method, raw_path)
         generation = route.kind == "messages"
+        if generation:
+            # The API reports its rate limits on every generation's answer; agents that
+            # pace themselves read them (``with_raw_response``).
+            base_headers.extend(rate_limit_headers())
         record: dict[str, Any] = {"fields": {}, "history": None}
 
         def error(
@@ -578,8 +609,11 @@ class FakeMessagesAPI:
             headers: Mapping[str, str] | None = None,
         ) -> Reply:
             payload = _error_body(kind, message, request_id, details)
-            reply_headers = [*base_headers, ("content-type", "application/json")]
-            reply_headers.extend((headers or {}).items())
+            extra = dict(headers or {})
+            # A header the error sets (a 429's spent rate limit) replaces the base one.
+            reply_headers = [(k, v) for k, v in base_headers if k not in extra]
+            reply_headers.append(("content-type", "application/json"))
+            reply_headers.extend(extra.items())
             return Reply(status, _dumps(payload), reply_headers)
 
         def finish(reply: Reply, message: dict[str, Any] | None = None, **fields: Any) -> Reply:
@@ -678,6 +712,8 @@ class FakeMessagesAPI:
             if fault is not None and fault.kind in _STATUS_FAULTS:
                 status, kind, text = _STATUS_FAULTS[fault.kind]
                 extra: dict[str, str] = {}
+                if fault.kind == "rate_limit":
+                    extra.update(rate_limit_headers(exhausted=True))
                 if fault.retry_after is not None:
                     extra["retry-after-ms"] = str(max(1, round(fault.retry_after * 1000)))
                     extra["retry-after"] = str(max(1, round(fault.retry_after)))

@@ -564,6 +564,10 @@ class PlanModel:
         # do: agents must carry it back unchanged.
         thinking = _thinking_enabled(request)
         choice = _ToolChoice.of(request)
+        # Structured outputs (``output_config.format``, or the beta's ``output_format``):
+        # every text block the API writes is JSON of the schema, and the SDK's
+        # ``messages.parse`` parses each one, so no free text goes before the calls.
+        schema = output_schema(request)
         for s, missing in self._missing(latest, won, succeeded):
             step = self.plan.steps[s]
             if choice.kind == "none":
@@ -571,7 +575,7 @@ class PlanModel:
                 # request that lets it call tools.
                 names = ", ".join(call.name for _, call in missing)
                 return self._text_reply(
-                    f"Step {s + 1} of the plan still needs: {names}.",
+                    structured_text(schema, f"Step {s + 1} of the plan still needs: {names}."),
                     request,
                     model,
                     self._fresh(f"msg_{self._prefix}{len(messages):04d}s{s}wait"),
@@ -607,7 +611,7 @@ class PlanModel:
                 blocks.append(block)
             # A forced tool_choice makes the API start the reply with the tool call: no
             # text before it.
-            if step.text is not None and text_len is not None and not choice.forced:
+            if step.text is not None and text_len is not None and not choice.forced and schema is None:
                 blocks.append({"type": "text", "text": step.text})
                 size += text_len + 1
             for c, call in chosen:
@@ -633,7 +637,7 @@ class PlanModel:
                 message_id=self._fresh(f"msg_{self._prefix}{len(messages):04d}call"),
             )
         return self._text_reply(
-            self.plan.final_answer,
+            structured_text(schema, self.plan.final_answer),
             request,
             model,
             self._fresh(f"msg_{self._prefix}{len(messages):04d}final"),
@@ -947,6 +951,150 @@ def signature_matches(block: Mapping[str, Any]) -> bool | None:
 def _thinking_enabled(request: Mapping[str, Any]) -> bool:
     config = request.get("thinking")
     return isinstance(config, Mapping) and config.get("type") in ("enabled", "adaptive")
+
+
+def output_schema(request: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The JSON schema a request's structured output must follow, or ``None``:
+    ``output_config.format`` (what ``messages.parse(output_format=Model)`` sends), or the
+    beta's top-level ``output_format``, when its ``type`` is ``json_schema``.
+
+    >>> output_schema({"output_config": {"format": {"type": "json_schema", "schema": {"type": "object"}}}})
+    {'type': 'object'}
+    >>> output_schema({"output_config": {"effort": "low"}}) is None
+    True
+    """
+    config = request.get("output_config")
+    fmt = config.get("format") if isinstance(config, Mapping) else None
+    if fmt is None:
+        fmt = request.get("output_format")
+    if isinstance(fmt, Mapping) and fmt.get("type") == "json_schema":
+        schema = fmt.get("schema")
+        if isinstance(schema, Mapping):
+            return schema
+    return None
+
+
+def structured_text(schema: Mapping[str, Any] | None, text: str) -> str:
+    """The text of a reply that must follow ``schema`` (as JSON), saying ``text``.
+
+    ``text`` as it is when there is no schema, or when it is JSON already (a plan whose
+    ``final_answer`` is the structured answer it wants, written out). Otherwise the
+    smallest instance of the schema: each string holds ``text`` (so that two plans' answers
+    differ as their texts do), a number its ``minimum`` (or 0), a boolean ``false``, an
+    array its ``minItems`` items, an object its required properties; ``enum`` and
+    ``const`` give their first value, ``anyOf`` / ``oneOf`` their first option that is not
+    ``null``, ``$ref`` its ``$defs`` entry.
+
+    >>> structured_text({"type": "object", "properties": {"summary": {"type": "string"},
+    ...     "n": {"type": "integer"}}, "required": ["summary", "n"]}, "All done.")
+    '{"summary": "All done.", "n": 0}'
+    >>> structured_text(None, "All done."), structured_text({"type": "object"}, '{"a": 1}')
+    ('All done.', '{"a": 1}')
+    """
+    if schema is None:
+        return text
+    try:
+        json.loads(text)
+    except ValueError:
+        return json.dumps(_instance(schema, schema, text, 0), ensure_ascii=False)
+    return text
+
+
+#: Formats of JSON Schema strings the API's structured outputs support, and a value of each.
+_STRING_FORMATS = {
+    "date-time": "2026-01-01T00:00:00Z",
+    "time": "00:00:00",
+    "date": "2026-01-01",
+    "duration": "P1D",
+    "email": "answer@example.com",
+    "hostname": "example.com",
+    "uri": "https://example.com/",
+    "ipv4": "192.0.2.1",
+    "ipv6": "2001:db8::1",
+    "uuid": "00000000-0000-4000-8000-000000000000",
+}
+
+
+def _instance(schema: Any, root: Mapping[str, Any], text: str, depth: int) -> Any:
+    """The smallest instance of ``schema`` (see :func:`structured_text`)."""
+    if not isinstance(schema, Mapping) or depth > 32:
+        return text
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/"):
+        target: Any = root
+        for part in ref[2:].split("/"):
+            target = target.get(part) if isinstance(target, Mapping) else None
+        return _instance(target, root, text, depth + 1)
+    if "const" in schema:
+        return schema["const"]
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum:
+        return enum[0]
+    for key in ("anyOf", "oneOf", "allOf"):
+        options = schema.get(key)
+        if isinstance(options, list) and options:
+            chosen = next(
+                (o for o in options if not (isinstance(o, Mapping) and o.get("type") == "null")), options[0]
+            )
+            return _instance(chosen, root, text, depth + 1)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind == "object" or (kind is None and "properties" in schema):
+        properties = schema.get("properties")
+        properties = properties if isinstance(properties, Mapping) else {}
+        required = schema.get("required")
+        names = [n for n in required if n in properties] if isinstance(required, list) else []
+        return {str(n): _instance(properties[n], root, text, depth + 1) for n in names}
+    bounds = _bounds(schema)
+    if kind == "array":
+        low = bounds.get("minItems", 0)
+        return [_instance(schema.get("items"), root, text, depth + 1) for _ in range(max(0, int(low)))]
+    if kind in ("integer", "number"):
+        # The least value the bounds allow (0 when they allow it).
+        value: float = 0
+        if "minimum" in bounds:
+            value = max(value, bounds["minimum"]) if bounds["minimum"] > 0 else bounds["minimum"]
+        if "exclusiveMinimum" in bounds and value <= bounds["exclusiveMinimum"]:
+            value = bounds["exclusiveMinimum"] + (1 if kind == "integer" else 0.5)
+        if "maximum" in bounds and value > bounds["maximum"]:
+            value = bounds["maximum"]
+        if "exclusiveMaximum" in bounds and value >= bounds["exclusiveMaximum"]:
+            value = bounds["exclusiveMaximum"] - (1 if kind == "integer" else 0.5)
+        return int(value) if kind == "integer" or value == int(value) else value
+    if kind == "boolean":
+        return False
+    if kind == "null":
+        return None
+    fmt = schema.get("format")
+    if isinstance(fmt, str) and fmt in _STRING_FORMATS:
+        return _STRING_FORMATS[fmt]
+    low, high = int(bounds.get("minLength", 0)), bounds.get("maxLength")
+    value_text = text.ljust(low, ".")
+    return value_text[: int(high)] if high is not None else value_text
+
+
+#: Bounds the SDK's ``transform_schema`` moves into a property's description (the API's
+#: structured outputs do not take them), as ``{minimum: 1, maxLength: 80}``; the model
+#: reads them there, and the agent's own pydantic model still checks them.
+_BOUND_KEYS = (
+    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "minItems",
+)
+_DESCRIBED_BOUND = re.compile(r"\b(" + "|".join(_BOUND_KEYS) + r"): (-?\d+(?:\.\d+)?)\b")
+
+
+def _bounds(schema: Mapping[str, Any]) -> dict[str, float]:
+    """The numeric bounds of ``schema``: its own keys, then those its description holds."""
+    found: dict[str, float] = {}
+    description = schema.get("description")
+    if isinstance(description, str) and "{" in description:
+        for key, number in _DESCRIBED_BOUND.findall(description[description.rindex("{") :]):
+            found[key] = float(number)
+    for key in _BOUND_KEYS:
+        value = schema.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            found[key] = float(value)
+    return found
 
 
 def _tool_use(block_id: str, call: ToolCall) -> dict[str, Any]:
