@@ -306,6 +306,13 @@ class PlanModel:
     not offer is :class:`PlanMismatchError`, as the API never calls a tool it was not
     given.
 
+    Server tools: a request whose ``tools`` offer a web search or web fetch tool (a
+    definition of ``type`` ``web_search_*`` / ``web_fetch_*``) gets replies that use it,
+    as Claude's do: a ``server_tool_use`` block (``srvtoolu_s0``) and its result in the
+    assistant message, and, for every third step, a reply that stops there with
+    ``pause_turn`` (see :meth:`_server_step`). A request that offers none gets the
+    replies it always got.
+
     >>> model = PlanModel(Plan(steps=(), final_answer="Nothing to do."))
     >>> model.respond({"messages": [{"role": "user", "content": "hi"}]})["content"]
     [{'type': 'text', 'text': 'Nothing to do.'}]

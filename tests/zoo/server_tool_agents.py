@@ -14,7 +14,9 @@ the paused reply back, as it came, as the last message. The sound designs:
 - ``strip``: the same as ``create``, sending each request without the server tool blocks
   of finished turns (the use and its result together, which the API allows);
 - ``stream``: ``messages.stream`` and ``get_final_message()``; a stream cut short is asked
-  again.
+  again;
+- ``think``: ``create`` with extended thinking on (a paused turn opens with its thinking,
+  which the merged turn keeps first).
 
 The twins:
 
@@ -155,6 +157,8 @@ class ServerToolLoop:
     def ask(self, client: Any) -> Any:
         messages = strip_finished_server_blocks(self.cp.messages) if self.design == "strip" else self.cp.messages
         common: dict[str, Any] = {"model": MODEL, "max_tokens": 4096, "tools": [*self.tools.definitions(), SEARCH]}
+        if self.design == "think":
+            common["thinking"] = {"type": "enabled", "budget_tokens": 1024}
         if self.design != "stream":
             return client.messages.create(messages=messages, **common)
         for attempt in range(4):
@@ -189,7 +193,7 @@ class ServerToolLoop:
 
 def server_tool_agent(design: str = "create", bug: str | None = None) -> Callable[..., str]:
     """``run(task_id, goal, *, client, store, tools)`` of a design (``create``, ``merge``,
-    ``strip`` or ``stream``), with a twin's ``bug`` if given."""
+    ``strip``, ``stream`` or ``think``), with a twin's ``bug`` if given."""
 
     def run(task_id: str, goal: str, *, client: Any, store: CheckpointStore, tools: Any) -> str:
         cp = store.load(task_id)
@@ -222,7 +226,7 @@ def server_tool_agent(design: str = "create", bug: str | None = None) -> Callabl
     return run
 
 
-SOUND: dict[str, Callable[..., str]] = {d: server_tool_agent(d) for d in ("create", "merge", "strip", "stream")}
+SOUND: dict[str, Callable[..., str]] = {d: server_tool_agent(d) for d in ("create", "merge", "strip", "stream", "think")}
 TWINS: dict[str, Callable[..., str]] = {
     bug: server_tool_agent("create", bug)
     for bug in ("repair_server", "known_blocks", "use_only", "pause_as_end", "resume_as_final", "runs_server")
