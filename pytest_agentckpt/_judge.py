@@ -27,6 +27,7 @@ from .oracles import (
     UnsafeTool,
     Violation,
     completed_idempotent,
+    ended_on_pause,
     give_up_advice,
     history_not_found,
     iteration_monotone,
@@ -179,7 +180,11 @@ def _crash_free_failure(outcome: _Outcome) -> list[Violation]:
                 f"the agent fails with no fault injected at all: {outcome.error}{_fitting_hint(outcome.error)}",
             ),
         )
-    elif outcome.rerun_from is not None:
+    else:
+        paused = ended_on_pause(outcome.main())
+        if paused is not None:
+            found.insert(0, Violation("crash_free_run", f"the agent fails with no fault injected at all: {paused}"))
+    if outcome.completed and outcome.runaway is None and outcome.rerun_from is not None:
         found += completed_idempotent(
             outcome.timeline.events[outcome.rerun_from :], outcome.rerun_answer, outcome.answer
         )

@@ -602,6 +602,7 @@ class FaultInjector:
             tool_uses = []
             text = ""
             stop_reason = None
+            paused: list[Any] | None = None
             if isinstance(payload, dict):
                 stop_reason = payload.get("stop_reason")
                 for block in payload.get("content") or ():
@@ -609,6 +610,11 @@ class FaultInjector:
                         tool_uses.append((block.get("id"), block.get("name"), block.get("input")))
                     elif block.get("type") == "text":
                         text += block.get("text", "")
+                if stop_reason in ("pause_turn", "max_tokens") and not tool_uses:
+                    # A paused (or cut) turn goes back as it came, server tool blocks and
+                    # all: the oracles tell it from a prefill by its content.
+                    paused = list(payload.get("content") or ())
+            extra = {} if paused is None else {"content": paused}
             self.timeline.add(
                 "model_response",
                 index=self._request_index,
@@ -616,6 +622,7 @@ class FaultInjector:
                 tool_uses=tool_uses,
                 text=text,
                 stop_reason=stop_reason,
+                **extra,
             )
             if status == 200:
                 self._calls_since_response = 0
@@ -634,11 +641,17 @@ class FaultInjector:
                 self._calls_since_response += 1
             self.hit("before_tool_effect")
 
-    def tool_answered(self, tool: str, input: Mapping[str, Any], result: Any) -> None:
-        """The tool's result reached the agent; an error result is recorded."""
+    def tool_answered(self, tool: str, input: Mapping[str, Any], result: Any, *, known: bool = True) -> None:
+        """The tool's result reached the agent; an error result is recorded.
+
+        ``known``: whether the toolbox has the tool. A call of a tool it lacks is the
+        agent's own (the scripted model asks only for toolbox tools: say, a server tool's
+        ``server_tool_use`` run as a client tool), not a plan that cannot be carried out:
+        the run goes on, and the oracles judge what the agent does with the error.
+        """
         if getattr(result, "is_error", False):
             self.timeline.add("tool_error", tool=tool, input=dict(input), content=getattr(result, "content", ""))
-            if self.strict_tools:
+            if self.strict_tools and known:
                 raise PlanInfeasible(f"tool {tool} answered an error: {getattr(result, 'content', '')}")
 
     def effect_performed(self, tool: str, input: Mapping[str, Any], key: str | None, fresh: bool) -> None:
@@ -934,8 +947,15 @@ class InstrumentedToolbox:
             _current_key.reset(token)
         if inspect.isawaitable(result):
             return self._answered_later(name, input, idempotency_key, result)
-        self._injector.tool_answered(name, input, result)
+        self._injector.tool_answered(name, input, result, known=self._knows(name))
         return result
+
+    def _knows(self, name: str) -> bool:
+        """Whether the toolbox has tool ``name`` (``True`` when it cannot tell)."""
+        try:
+            return name in self._tools
+        except Exception:
+            return True
 
     async def _answered_later(
         self, name: str, input: Mapping[str, Any], key: str | None, pending: Awaitable[Any]

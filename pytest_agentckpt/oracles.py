@@ -58,6 +58,7 @@ __all__ = [
     "Violation",
     "completed_idempotent",
     "effects_in_doubt",
+    "ended_on_pause",
     "give_up_advice",
     "history_not_found",
     "iteration_monotone",
@@ -192,8 +193,33 @@ def _resumed(timeline: Timeline, event: Event) -> bool:
     return any(e.kind == "attempt_end" and e.seq < event.seq for e in timeline.events)
 
 
-def _rule_broken(error: str) -> str:
-    """The rule of the API that an invalid history's error names, in words."""
+#: What a server tool's blocks must be in a history, in words.
+_SERVER_RULE = (
+    "a server_tool_use (web search, web fetch, code execution) ran on the API's side and its "
+    "result block (web_search_tool_result, ...) is in the same assistant message: save and "
+    "send back every block of a reply as it came, the use and its result together (those of "
+    "a finished turn may both be dropped, never one of them), and never answer a "
+    "server_tool_use with a tool_result nor run it as a client tool (only tool_use blocks "
+    "get a tool_result)"
+)
+
+
+def _rule_broken(error: str, messages: Any = None) -> str:
+    """The rule of the API that an invalid history's error names, in words; ``messages``:
+    the request's, to tell a ``tool_result`` that answers a server tool."""
+    if "server tool use" in error or (
+        "unexpected `tool_use_id`" in error and _answers_server_use(error, messages)
+    ):
+        return _SERVER_RULE
+    if "prefill" in error or "non-empty content" in error:
+        return (
+            "a history ends with a user message and no message is empty; the one exception "
+            "is a reply that stopped with stop_reason pause_turn (or a text cut by max_tokens), "
+            "sent back as the last message exactly as it came, every block included "
+            "(server_tool_use and its result too), so that the model continues its turn: "
+            "keep the reply's stop_reason, or the whole reply, in the checkpoint, and on "
+            "resume send a saved paused reply back as it is"
+        )
     if "thinking" in error:
         return (
             "with thinking on, the assistant turn of an open tool loop goes back with its "
@@ -201,6 +227,45 @@ def _rule_broken(error: str) -> str:
             "included, none dropped), and a thinking block cut short is not sent back"
         )
     return "every tool_use needs exactly one tool_result, first in the next user message"
+
+
+_SERVER_USES = frozenset({"server_tool_use", "mcp_tool_use"})
+
+
+def _answers_server_use(error: str, messages: Any) -> bool:
+    """Whether the ``tool_use_id`` an ``unexpected `tool_use_id``` error names is the id of
+    a server tool use in ``messages``."""
+    if not isinstance(messages, list):
+        return False
+    named = error.rsplit("blocks: ", 1)[-1].split(". ", 1)[0].strip()
+    for message in messages:
+        content = message.get("content") if isinstance(message, Mapping) else None
+        if not isinstance(content, list):
+            continue
+        for block in content:
+            if isinstance(block, Mapping) and block.get("type") in _SERVER_USES and block.get("id") == named:
+                return True
+    return False
+
+
+def ended_on_pause(timeline: Timeline) -> str | None:
+    """Why a run that completed took a paused turn for the end of its task, or ``None``:
+    the last reply the model gave before the agent finished stopped with ``pause_turn``
+    (a server tool loop the API paused, to be continued by sending the reply back), so
+    the agent's answer is a partial turn."""
+    last = None
+    for event in timeline.of("model_response"):
+        if event.data.get("status") == 200:
+            last = event
+    if last is None or last.data.get("stop_reason") != "pause_turn":
+        return None
+    return (
+        f"the agent finished after reply #{last.data.get('index')}, which stopped with "
+        "stop_reason 'pause_turn': the API paused a server tool loop (web search, ...) and "
+        "the turn is not over, so the answer is a partial one. Send the paused reply back as "
+        "it came, as the last (assistant) message, to let the model continue; only "
+        "end_turn (or stop_sequence) ends the task"
+    )
 
 
 def _crashed_before(timeline: Timeline, event: Event) -> bool:
@@ -222,15 +287,34 @@ def model_turns(timeline: Timeline) -> int:
 _CONTINUED = frozenset({"max_tokens", "pause_turn"})
 
 
-def _continues(messages: Any, unfinished: set[str]) -> bool:
+def _shape(content: Any) -> tuple[tuple[str, str], ...]:
+    """What identifies a reply's content when it comes back: each block's type and its
+    id, text or signature (a serializer may add or drop empty fields), as the fake API
+    tells a paused turn sent back."""
+    if isinstance(content, str):
+        return (("text", content),)
+    shape = []
+    for block in content if isinstance(content, list) else ():
+        if isinstance(block, Mapping):
+            key = block.get("id") or block.get("text") or block.get("signature") or block.get("tool_use_id") or ""
+            shape.append((str(block.get("type")), str(key)))
+    return tuple(shape)
+
+
+def _continues(
+    messages: Any, unfinished: set[str], paused: set[tuple[tuple[str, str], ...]] | None = None
+) -> bool:
     """Whether ``messages`` ends with an assistant turn of text only that is one of the
-    ``unfinished`` replies (sent back to be continued)."""
+    ``unfinished`` replies (sent back to be continued), or with one of the ``paused``
+    replies that hold other blocks (server tool blocks), sent back as they came."""
     if not isinstance(messages, list) or not messages or not isinstance(messages[-1], dict):
         return False
     last = messages[-1]
     if last.get("role") != "assistant":
         return False
     content = last.get("content")
+    if paused and _shape(content) in paused:
+        return True
     if isinstance(content, str):
         return content in unfinished
     if not isinstance(content, list) or not all(isinstance(b, dict) and b.get("type") == "text" for b in content):
@@ -255,17 +339,30 @@ def valid_sequence(
     # Replies the API lets an agent send back as the last message, to be continued: a text
     # cut by max_tokens, a paused turn. Sent back as they came, they are valid.
     unfinished: set[str] = set()
+    # Paused replies that hold more than text (server tool blocks): by their shape, as
+    # only the whole reply sent back continues the turn.
+    paused: set[tuple[tuple[str, str], ...]] = set()
     for event in timeline.of("model_request", "model_response"):
         if event.kind == "model_response":
             if event.data.get("stop_reason") in _CONTINUED and not event.data.get("tool_uses"):
-                unfinished.add(str(event.data.get("text") or ""))
+                content = event.data.get("content")
+                if isinstance(content, list) and any(
+                    not isinstance(b, Mapping) or b.get("type") != "text" for b in content
+                ):
+                    paused.add(_shape(content))
+                else:
+                    unfinished.add(str(event.data.get("text") or ""))
             continue
         messages = event.data.get("messages", [])
         try:
             validate(
                 messages,
                 thinking=bool(event.data.get("thinking")),
-                **({"allow_prefill": True} if unfinished and _continues(messages, unfinished) else {}),
+                **(
+                    {"allow_prefill": True}
+                    if (unfinished or paused) and _continues(messages, unfinished, paused)
+                    else {}
+                ),
             )
         except error_type as exc:
             invalid.append((event, exc))
@@ -287,7 +384,7 @@ def valid_sequence(
         if event.attempt > 1:
             hint = f"It follows a resume. {hint}"
     else:
-        rule = _rule_broken(str(error))
+        rule = _rule_broken(str(error), event.data.get("messages"))
         if _crashed_before(timeline, event) and event.attempt > 1:
             hint = f"The history loaded after a crash was not repaired: {rule}."
         elif event.attempt > 1:

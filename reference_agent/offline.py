@@ -1125,7 +1125,13 @@ def _content_shape(content: Any) -> tuple[tuple[str, str], ...]:
     for block in content or ():
         if not isinstance(block, dict):
             continue
-        key = block.get("id") or block.get("text") or block.get("signature") or ""
+        key = (
+            block.get("id")
+            or block.get("text")
+            or block.get("signature")
+            or block.get("tool_use_id")
+            or ""
+        )
         shape.append((str(block.get("type")), str(key)))
     return tuple(shape)
 

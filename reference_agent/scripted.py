@@ -306,6 +306,13 @@ class PlanModel:
     not offer is :class:`PlanMismatchError`, as the API never calls a tool it was not
     given.
 
+    Server tools: a request whose ``tools`` offer a web search or web fetch tool (a
+    definition of ``type`` ``web_search_*`` / ``web_fetch_*``) gets replies that use it,
+    as Claude's do: a ``server_tool_use`` block (``srvtoolu_s0``) and its result in the
+    assistant message, and, for every third step, a reply that stops there with
+    ``pause_turn`` (see :meth:`_server_step`). A request that offers none gets the
+    replies it always got.
+
     >>> model = PlanModel(Plan(steps=(), final_answer="Nothing to do."))
     >>> model.respond({"messages": [{"role": "user", "content": "hi"}]})["content"]
     [{'type': 'text', 'text': 'Nothing to do.'}]
@@ -596,6 +603,18 @@ class PlanModel:
             text_len = self._text_len[s]
             # The canonical JSON of the block list: brackets, commas, the blocks.
             size = 1
+            # A request that offers a server tool (web search, web fetch) gets replies that
+            # use it, as Claude's do: see _server_step. Only then; other requests take the
+            # path below unchanged.
+            server = None if choice.forced else _server_tool(request.get("tools"))
+            search: list[dict[str, Any]] = []
+            pause = False
+            if server is not None:
+                search, pause = self._server_step(server, s, missing, messages)
+                if not search and s % 3 == 0 and _continues_search(messages):
+                    # The rest of a paused turn sent back as the last message: the model
+                    # goes on in the same turn, which opened with its thinking.
+                    thinking = False
             if thinking:
                 names = ", ".join(call.name for _, call in missing)
                 reasoning = f"Step {s + 1} of the plan still needs: {names}."
@@ -609,6 +628,18 @@ class PlanModel:
                     block = thinking_block(reasoning)
                     size += len(block["thinking"]) + len(block["signature"]) + 50
                 blocks.append(block)
+            if search:
+                blocks.extend(search)
+                size += len(_canonical(search))
+                if pause:
+                    return _message(
+                        blocks,
+                        model,
+                        "pause_turn",
+                        self._fresh(f"msg_{self._prefix}{len(messages):04d}s{s}pause"),
+                        max(1, size // 4),
+                        server=server,
+                    )
             # A forced tool_choice makes the API start the reply with the tool call: no
             # text before it.
             if step.text is not None and text_len is not None and not choice.forced and schema is None:
@@ -624,6 +655,7 @@ class PlanModel:
                 "tool_use",
                 self._fresh(f"msg_{self._prefix}{len(messages):04d}s{s}a{max(next_attempt.values(), default=0)}"),
                 max(1, size // 4),
+                server=server if search else None,
             )
         if choice.forced:
             # Every step has succeeded and the request forces a tool: the plan's final
@@ -643,6 +675,31 @@ class PlanModel:
             self._fresh(f"msg_{self._prefix}{len(messages):04d}final"),
             "Every step of the plan has succeeded." if thinking else None,
         )
+
+    def _server_step(
+        self, server: tuple[str, str], s: int, missing: Sequence[tuple[int, ToolCall]], messages: Any
+    ) -> tuple[list[dict[str, Any]], bool]:
+        """The server tool blocks a reply asking for step ``s`` holds, and whether the reply
+        stops there with ``pause_turn``.
+
+        Which steps use the server tool is a pure function of the step's index, so a
+        plan needs nothing new: step 0, 3, 6, ... searches and pauses (the reply holds the
+        ``server_tool_use`` and its result, ``stop_reason: "pause_turn"``; the paused turn
+        sent back as the last message, or followed by the agent's own message, gets the
+        rest of the step: its text and calls); step 1, 4, 7, ... searches in the reply
+        that makes the calls; the others do not search. A paused step whose search is
+        already in the history since the last turn that made calls goes on with its
+        calls; a history asked again without it searches again, under a fresh id
+        (``srvtoolu_s0``, then ``srvtoolu_s0_g1``, ...).
+        """
+        kind = s % 3
+        if kind == 2:
+            return [], False
+        if kind == 0 and _searched(messages, f"srvtoolu_{self._prefix}s{s}"):
+            return [], False
+        use_id = self._fresh(f"srvtoolu_{self._prefix}s{s}")
+        names = ", ".join(call.name for _, call in missing)
+        return _server_blocks(server, use_id, s, names), kind == 0
 
     def _text_reply(
         self,
@@ -1102,8 +1159,18 @@ def _tool_use(block_id: str, call: ToolCall) -> dict[str, Any]:
 
 
 def _message(
-    blocks: list[dict[str, Any]], model: str, stop_reason: str, message_id: str, output_tokens: int
+    blocks: list[dict[str, Any]],
+    model: str,
+    stop_reason: str,
+    message_id: str,
+    output_tokens: int,
+    *,
+    server: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
+    usage: dict[str, Any] = {"input_tokens": 0, "output_tokens": output_tokens}
+    if server is not None:
+        # The API counts the server tool requests a reply made in its usage.
+        usage["server_tool_use"] = {f"{server[0]}_requests": 1}
     return {
         "id": message_id,
         "type": "message",
@@ -1112,8 +1179,98 @@ def _message(
         "model": model,
         "stop_reason": stop_reason,
         "stop_sequence": None,
-        "usage": {"input_tokens": 0, "output_tokens": output_tokens},
+        "usage": usage,
     }
+
+
+#: Server tools a scripted model uses when a request offers one: the tool definition's
+#: versioned ``type`` (``web_search_20250305``) starts with the kind and a date.
+_SERVER_TYPE = re.compile(r"^(web_search|web_fetch)_\d{8}$")
+
+
+def _server_tool(tools: Any) -> tuple[str, str] | None:
+    """``(kind, name)`` of the first server tool a request's ``tools`` offers that
+    scripted models use (web search, web fetch), ``None`` when it offers none."""
+    if type(tools) is not list:
+        return None
+    for tool in tools:
+        kind = _get(tool, "type")
+        if type(kind) is str and kind not in ("custom", "function"):
+            match = _SERVER_TYPE.match(kind)
+            if match is not None:
+                return match[1], str(_get(tool, "name") or match[1])
+    return None
+
+
+def _server_blocks(server: tuple[str, str], use_id: str, s: int, names: str) -> list[dict[str, Any]]:
+    """A ``server_tool_use`` block and its result, as the API writes them into a reply."""
+    kind, name = server
+    url = f"https://example.com/plan/step-{s + 1}"
+    if kind == "web_fetch":
+        use = {"type": "server_tool_use", "id": use_id, "name": name, "input": {"url": url}}
+        result: dict[str, Any] = {
+            "type": "web_fetch_tool_result",
+            "tool_use_id": use_id,
+            "content": {
+                "type": "web_fetch_result",
+                "url": url,
+                "retrieved_at": "2026-01-01T00:00:00Z",
+                "content": {
+                    "type": "document",
+                    "source": {"type": "text", "media_type": "text/plain", "data": f"Step {s + 1} needs: {names}."},
+                    "title": f"Step {s + 1}",
+                },
+            },
+        }
+        return [use, result]
+    use = {"type": "server_tool_use", "id": use_id, "name": name, "input": {"query": f"step {s + 1}: {names}"}}
+    result = {
+        "type": "web_search_tool_result",
+        "tool_use_id": use_id,
+        "content": [
+            {
+                "type": "web_search_result",
+                "url": url,
+                "title": f"Step {s + 1}",
+                "encrypted_content": _signature(f"{use_id} {names}"),
+                "page_age": None,
+            }
+        ],
+    }
+    return [use, result]
+
+
+def _searched(messages: Any, base: str) -> bool:
+    """Whether the history holds a ``server_tool_use`` with id ``base`` (or a fresh id of
+    it, ``base_g1``) since the last assistant turn that called a client tool: the search
+    of a paused step, to be continued."""
+    if not isinstance(messages, list):
+        return False
+    fresh = base + "_g"
+    for message in reversed(messages):
+        if _get(message, "role") != "assistant":
+            continue
+        content = _get(message, "content")
+        if isinstance(content, str) or not content:
+            continue
+        found = False
+        for block in content:
+            kind = _get(block, "type")
+            if kind == "tool_use":
+                return False
+            if kind == "server_tool_use":
+                block_id = str(_get(block, "id"))
+                if block_id == base or block_id.startswith(fresh):
+                    found = True
+        if found:
+            return True
+    return False
+
+
+def _continues_search(messages: Any) -> bool:
+    """Whether the history ends with an assistant turn (a paused one, sent back to be
+    continued)."""
+    return isinstance(messages, list) and bool(messages) and _get(messages[-1], "role") == "assistant"
 
 
 class CannedModel:
