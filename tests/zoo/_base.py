@@ -210,3 +210,57 @@ def agent(cls: type[Loop], **switches: Any) -> Callable[..., str]:
 
     run.__qualname__ = f"{cls.__name__}{'_' + '_'.join(sorted(switches)) if switches else ''}"
     return run
+
+
+def is_results(message: dict[str, Any]) -> bool:
+    """Whether ``message`` is a user message of tool results."""
+    content = message["content"]
+    return message["role"] == "user" and isinstance(content, list) and bool(content) and content[0].get("type") == "tool_result"
+
+
+class Journal:
+    """Answers the calls of a turn with a write-ahead ledger in ``checkpoint.actions``: a
+    recorded outcome is reused, a keyed or repeat-safe call made again with its key, an
+    unkeyed one in doubt answered "outcome unknown". The zoo's one-class loops (thinking,
+    server tools) share it; each saves in its own way (``save``)."""
+
+    task_id: str
+    cp: Checkpoint
+    tools: Any
+
+    def save(self) -> None:
+        raise NotImplementedError
+
+    def answer(self, use_id: str, result: RecordedResult) -> None:
+        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": use_id, "content": result.content}
+        if result.is_error:
+            block["is_error"] = True
+        if is_results(self.cp.messages[-1]):
+            self.cp.messages[-1]["content"].append(block)
+        else:
+            self.cp.messages.append({"role": "user", "content": [block]})
+        self.save()
+
+    def settle(self, use: dict[str, Any]) -> None:
+        name, tool_input, use_id = use["name"], use.get("input") or {}, use["id"]
+        kind = self.tools.spec(name).kind if name in self.tools else "read_only"
+        if kind == "read_only":
+            done = self.tools.call(name, tool_input)
+            return self.answer(use_id, RecordedResult(content=done.content, is_error=done.is_error))
+        record = self.cp.action(use_id)
+        if record is not None and record.result is not None:
+            return self.answer(use_id, record.result)
+        if record is not None and kind == "unkeyed":
+            record.state = "unknown"
+            record.result = RecordedResult(content=f"The outcome of {name} is unknown: check before doing it again.", is_error=True)
+            return self.answer(use_id, record.result)
+        if record is None:
+            record = ActionRecord(
+                tool_use_id=use_id, tool_name=name, input=tool_input, idempotency_key=f"{self.task_id}:{use_id}"
+            )
+            self.cp.actions.append(record)
+            self.save()  # write-ahead
+        done = self.tools.call(name, tool_input, idempotency_key=record.idempotency_key)
+        record.state = "done"
+        record.result = RecordedResult(content=done.content, is_error=done.is_error)
+        self.answer(use_id, record.result)

@@ -37,16 +37,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from stores import ActionRecord, Checkpoint, CheckpointStore, RecordedResult
+from stores import Checkpoint, CheckpointStore, RecordedResult
+
+from ._base import Journal, is_results
 
 MODEL = "claude-sonnet-4-5"
 SEARCH = {"type": "web_search_20250305", "name": "web_search", "max_uses": 3}
 _SERVER = ("server_tool_use", "web_search_tool_result")
 
-
-def _is_results(message: dict[str, Any]) -> bool:
-    content = message["content"]
-    return message["role"] == "user" and isinstance(content, list) and bool(content) and content[0].get("type") == "tool_result"
 
 
 def last_turn(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], set[str]]:
@@ -59,7 +57,7 @@ def last_turn(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], set
     while first > 0 and messages[first - 1]["role"] == "assistant":
         first -= 1
     blocks = [b for m in messages[first : last + 1] for b in m["content"]]
-    answered = {b.get("tool_use_id") for m in messages[last + 1 :] if _is_results(m) for b in m["content"]}
+    answered = {b.get("tool_use_id") for m in messages[last + 1 :] if is_results(m) for b in m["content"]}
     return blocks, answered
 
 
@@ -94,7 +92,7 @@ _SAVED: dict[str, Callable[[str], bool]] = {
 }
 
 
-class ServerToolLoop:
+class ServerToolLoop(Journal):
     """One attempt: the checkpoint, a write-ahead ledger for the client tools, one model call."""
 
     def __init__(self, task_id: str, cp: Checkpoint, store: CheckpointStore, tools: Any, design: str, bug: str | None) -> None:
@@ -113,39 +111,6 @@ class ServerToolLoop:
         self.cp = self.store.save(self.cp)
         self.cp.messages = full
 
-    def answer(self, use_id: str, result: RecordedResult) -> None:
-        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": use_id, "content": result.content}
-        if result.is_error:
-            block["is_error"] = True
-        if _is_results(self.cp.messages[-1]):
-            self.cp.messages[-1]["content"].append(block)
-        else:
-            self.cp.messages.append({"role": "user", "content": [block]})
-        self.save()
-
-    def settle(self, use: dict[str, Any]) -> None:
-        name, tool_input, use_id = use["name"], use.get("input") or {}, use["id"]
-        kind = self.tools.spec(name).kind if name in self.tools else "read_only"
-        if kind == "read_only":
-            done = self.tools.call(name, tool_input)
-            return self.answer(use_id, RecordedResult(content=done.content, is_error=done.is_error))
-        record = self.cp.action(use_id)
-        if record is not None and record.result is not None:
-            return self.answer(use_id, record.result)
-        if record is not None and kind == "unkeyed":
-            record.state = "unknown"
-            record.result = RecordedResult(content=f"The outcome of {name} is unknown: check before doing it again.", is_error=True)
-            return self.answer(use_id, record.result)
-        if record is None:
-            record = ActionRecord(
-                tool_use_id=use_id, tool_name=name, input=tool_input, idempotency_key=f"{self.task_id}:{use_id}"
-            )
-            self.cp.actions.append(record)
-            self.save()  # write-ahead
-        done = self.tools.call(name, tool_input, idempotency_key=record.idempotency_key)
-        record.state = "done"
-        record.result = RecordedResult(content=done.content, is_error=done.is_error)
-        self.answer(use_id, record.result)
 
     def repair(self) -> None:
         """The ``repair_server`` twin's repair of a loaded history: every ``*_tool_use`` of

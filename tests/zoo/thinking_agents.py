@@ -29,15 +29,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from stores import ActionRecord, Checkpoint, CheckpointStore, RecordedResult
+from stores import Checkpoint, CheckpointStore
+
+from ._base import Journal, is_results
 
 MODEL = "claude-sonnet-4-5"
 _THINKING = ("thinking", "redacted_thinking")
-
-
-def _is_results(message: dict[str, Any]) -> bool:
-    content = message["content"]
-    return message["role"] == "user" and isinstance(content, list) and bool(content) and content[0].get("type") == "tool_result"
 
 
 def unanswered(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -46,14 +43,14 @@ def unanswered(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     if last is None:
         return []
     uses = [b for b in messages[last]["content"] if b.get("type") == "tool_use"]
-    answered = {b.get("tool_use_id") for m in messages[last + 1 :] if _is_results(m) for b in m["content"]}
+    answered = {b.get("tool_use_id") for m in messages[last + 1 :] if is_results(m) for b in m["content"]}
     return [u for u in uses if u["id"] not in answered]
 
 
 def strip_finished_thinking(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The history without the thinking blocks of finished turns: those before the last
     user message that is not tool results (the open tool loop keeps its own)."""
-    start = max((i for i, m in enumerate(messages) if m["role"] == "user" and not _is_results(m)), default=0)
+    start = max((i for i, m in enumerate(messages) if m["role"] == "user" and not is_results(m)), default=0)
     return [
         {**m, "content": [b for b in m["content"] if b.get("type") not in _THINKING]}
         if i < start and m["role"] == "assistant"
@@ -69,7 +66,7 @@ _SAVED_BLOCKS: dict[str, tuple[str, ...]] = {
 }
 
 
-class ThinkingLoop:
+class ThinkingLoop(Journal):
     """One attempt: the checkpoint, a write-ahead ledger for the tools, one model call."""
 
     def __init__(self, task_id: str, cp: Checkpoint, store: CheckpointStore, tools: Any, bug: str | None) -> None:
@@ -90,39 +87,6 @@ class ThinkingLoop:
         self.cp = self.store.save(self.cp)
         self.cp.messages = full
 
-    def answer(self, use_id: str, result: RecordedResult) -> None:
-        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": use_id, "content": result.content}
-        if result.is_error:
-            block["is_error"] = True
-        if _is_results(self.cp.messages[-1]):
-            self.cp.messages[-1]["content"].append(block)
-        else:
-            self.cp.messages.append({"role": "user", "content": [block]})
-        self.save()
-
-    def settle(self, use: dict[str, Any]) -> None:
-        name, tool_input, use_id = use["name"], use.get("input") or {}, use["id"]
-        kind = self.tools.spec(name).kind if name in self.tools else "read_only"
-        if kind == "read_only":
-            done = self.tools.call(name, tool_input)
-            return self.answer(use_id, RecordedResult(content=done.content, is_error=done.is_error))
-        record = self.cp.action(use_id)
-        if record is not None and record.result is not None:
-            return self.answer(use_id, record.result)
-        if record is not None and kind == "unkeyed":
-            record.state = "unknown"
-            record.result = RecordedResult(content=f"The outcome of {name} is unknown: check before doing it again.", is_error=True)
-            return self.answer(use_id, record.result)
-        if record is None:
-            record = ActionRecord(
-                tool_use_id=use_id, tool_name=name, input=tool_input, idempotency_key=f"{self.task_id}:{use_id}"
-            )
-            self.cp.actions.append(record)
-            self.save()  # write-ahead
-        done = self.tools.call(name, tool_input, idempotency_key=record.idempotency_key)
-        record.state = "done"
-        record.result = RecordedResult(content=done.content, is_error=done.is_error)
-        self.answer(use_id, record.result)
 
     def normalise(self) -> None:
         """The ``no_signature`` twin's repair of a loaded history: each assistant block
