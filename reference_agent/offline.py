@@ -61,10 +61,12 @@ from .offline_streams import (
 )
 from .offline_threads import THREADS_BETA, Resolved, ThreadError, ThreadStore, is_threaded
 from .scripted import (
+    INTERLEAVED_THINKING_BETA,
     CannedModel,
     Plan,
     PlanModel,
     ScriptedModel,
+    interleaved_thinking,
     max_tokens_reply,
     signature_matches,
 )
@@ -331,6 +333,10 @@ class FakeMessagesAPI:
         # Replies sent with stop_reason "pause_turn" or cut by a max_tokens fault, by the
         # shape of their content: sent back as the last message, they are continued.
         self._paused: set[tuple[tuple[str, str], ...]] = set()
+        # The thinking and calls of every reply sent that thought, in order, by the id of
+        # each call in it: with interleaved thinking, the open turn must bring them back
+        # as they came (see _check_interleaved).
+        self._served: dict[str, tuple[tuple[str, str], ...]] = {}
         #: Every exchange, in the order the answers were built.
         self.exchanges: list[Exchange] = []
         #: What hooks raised while serving over HTTP (:meth:`serve`), where no caller
@@ -731,7 +737,7 @@ class FakeMessagesAPI:
                 )
             reply = self._generate(
                 index,
-                request,
+                _with_header_betas(request, headers),
                 body,
                 stream,
                 fault,
@@ -794,7 +800,60 @@ class FakeMessagesAPI:
                     problem = _check_signatures(messages) or request_rule_error(request)
             except InvalidHistoryError as exc:
                 problem = str(exc)
+            if problem is None and thinking and interleaved_thinking(request):
+                problem = self._check_interleaved(messages)
         return problem
+
+    def _remember_thinking(self, content: Any) -> None:
+        """Remember a reply's thinking and calls, in order, when it thought."""
+        if not isinstance(content, list):
+            return
+        shape = tuple(_thinking_shape(content))
+        if not any(kind in _THINKING_KINDS for kind, _ in shape):
+            return
+        with self._lock:
+            if len(self._served) > 100_000:
+                self._served.clear()
+            for kind, key in shape:
+                if kind not in _THINKING_KINDS:
+                    self._served[key] = shape
+
+    def _check_interleaved(self, messages: list[Any]) -> str | None:
+        """The API's complaint when, with interleaved thinking, an assistant message of the
+        open tool-use turn (the messages after the last user message that is not only tool
+        results) does not bring back the thinking of the replies it holds exactly as they
+        came: every ``thinking`` and ``redacted_thinking`` block, unchanged, in its place
+        among the calls. Only replies this fake sent can be checked."""
+        for i in range(len(messages) - 1, -1, -1):
+            message = messages[i]
+            if not isinstance(message, dict):
+                continue
+            content = message.get("content")
+            if message.get("role") == "user":
+                if not _only_results(content):
+                    return None
+                continue
+            if message.get("role") != "assistant" or not isinstance(content, list):
+                continue
+            sent = _thinking_shape(content)
+            expected: list[tuple[str, str]] = []
+            seen: set[int] = set()
+            with self._lock:
+                for kind, key in sent:
+                    shape = None if kind in _THINKING_KINDS else self._served.get(key)
+                    if shape is not None and id(shape) not in seen:
+                        seen.add(id(shape))
+                        expected.extend(shape)
+            if expected and tuple(sent) != tuple(expected):
+                pairs = enumerate(zip(sent, expected, strict=False))
+                n = next((n for n, (a, b) in pairs if a != b), min(len(sent), len(expected)))
+                k = _block_index(content, n)
+                return (
+                    f"messages.{i}.content.{k}: `thinking` or `redacted_thinking` blocks in the latest "
+                    "assistant message cannot be modified. These blocks must remain as they were in the "
+                    "original response."
+                )
+        return None
 
     def _generate(
         self,
@@ -844,6 +903,7 @@ class FakeMessagesAPI:
                 # may not (it has no result), as with the API.
                 with self._lock:
                     self._paused.add(_content_shape(blocks))
+        self._remember_thinking(message.get("content"))
         threaded = is_threaded(request)
         if threaded and isinstance(message.get("id"), str) and message["id"] in self.threads:
             # Thread state is kept by reply id: two replies may not share one.
@@ -1116,6 +1176,58 @@ def _check_signatures(messages: Any, start: int = 0) -> str | None:
     return None
 
 
+_THINKING_KINDS = frozenset({"thinking", "redacted_thinking"})
+_CALL_KINDS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
+
+
+def _thinking_shape(content: list[Any]) -> list[tuple[str, str]]:
+    """A reply's thinking and calls in order: each ``thinking`` block by its signature, each
+    ``redacted_thinking`` by its data, each call by its id (text is left out)."""
+    shape = []
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "thinking":
+            shape.append(("thinking", str(block.get("signature"))))
+        elif kind == "redacted_thinking":
+            shape.append(("redacted_thinking", str(block.get("data"))))
+        elif kind in _CALL_KINDS:
+            shape.append((str(kind), str(block.get("id"))))
+    return shape
+
+
+def _block_index(content: list[Any], n: int) -> int:
+    """The index in ``content`` of the ``n``-th block :func:`_thinking_shape` keeps (one
+    past the last block when there are not so many)."""
+    seen = -1
+    for k, block in enumerate(content):
+        if isinstance(block, dict) and (block.get("type") in _THINKING_KINDS or block.get("type") in _CALL_KINDS):
+            seen += 1
+            if seen == n:
+                return k
+    return len(content)
+
+
+def _only_results(content: Any) -> bool:
+    """Whether a user message's content is tool results only (the tool loop goes on)."""
+    return (
+        isinstance(content, list)
+        and bool(content)
+        and all(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+    )
+
+
+def _with_header_betas(request: dict[str, Any], headers: Mapping[str, str]) -> dict[str, Any]:
+    """``request``, with the betas of an ``anthropic-beta`` header that turns on interleaved
+    thinking in ``anthropic_beta`` (where Bedrock carries them in the body), so that the
+    model and the checks see them; ``request`` itself when there is none to add."""
+    header = headers.get("anthropic-beta") or ""
+    if INTERLEAVED_THINKING_BETA not in header or "anthropic_beta" in request:
+        return request
+    return {**request, "anthropic_beta": [b.strip() for b in header.split(",") if b.strip()]}
+
+
 def _content_shape(content: Any) -> tuple[tuple[str, str], ...]:
     """What identifies a reply's content when it comes back: each block's type and its id
     or text (the SDK may add or drop empty fields when it serializes blocks)."""
@@ -1170,6 +1282,33 @@ def _check_request(request: Mapping[str, Any], path: str) -> str | None:
         and choice.get("type") in ("any", "tool")
     ):
         return "Thinking may not be enabled when tool_choice forces tool use."
+    return _budget_error(request)
+
+
+#: The least ``thinking.budget_tokens`` the API takes.
+MIN_THINKING_BUDGET = 1024
+
+
+def _budget_error(request: Mapping[str, Any]) -> str | None:
+    """The API's complaint about manual thinking's ``budget_tokens``: at least 1024, and
+    below ``max_tokens`` unless thinking is interleaved (the budget then spans every
+    thinking block of the assistant turn, and may exceed ``max_tokens``)."""
+    config = request.get("thinking")
+    if not isinstance(config, Mapping) or config.get("type") != "enabled":
+        return None
+    budget = config.get("budget_tokens")
+    if budget is None:
+        return "thinking.enabled.budget_tokens: Field required"
+    if not isinstance(budget, int) or isinstance(budget, bool):
+        return "thinking.enabled.budget_tokens: Input should be a valid integer"
+    if budget < MIN_THINKING_BUDGET:
+        return f"thinking.enabled.budget_tokens: Input should be greater than or equal to {MIN_THINKING_BUDGET}"
+    max_tokens = request.get("max_tokens")
+    if isinstance(max_tokens, int) and budget >= max_tokens and not interleaved_thinking(request):
+        return (
+            "`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our documentation "
+            "at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#max-tokens-and-context-window-size"
+        )
     return None
 
 
