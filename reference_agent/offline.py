@@ -74,9 +74,11 @@ from .validation import (
     InvalidHistoryError,
     RequestValidator,
     breakpoint_error,
+    check_interleaved_thinking,
     fixed_marks,
     message_marks,
     request_rule_error,
+    thinking_shape,
     validate_messages,
 )
 
@@ -694,6 +696,9 @@ class FakeMessagesAPI:
                 record["fields"] = self._share_fields(request)
             else:
                 record["fields"] = request
+            # The model, the checks and the hooks see the interleaved-thinking beta of the
+            # header (the record keeps the body as sent).
+            request = _with_header_betas(request, headers)
             self._run_hooks("request", index, request)
         else:
             record["fields"] = request
@@ -737,7 +742,7 @@ class FakeMessagesAPI:
                 )
             reply = self._generate(
                 index,
-                _with_header_betas(request, headers),
+                request,
                 body,
                 stream,
                 fault,
@@ -798,62 +803,25 @@ class FakeMessagesAPI:
                 else:
                     validate_messages(messages, allow_prefill=allow_prefill, thinking=thinking)
                     problem = _check_signatures(messages) or request_rule_error(request)
+                if problem is None and thinking and interleaved_thinking(request):
+                    # Every thinking block of the open turn, unchanged and in place: only
+                    # those of replies this fake sent can be checked.
+                    check_interleaved_thinking(messages, self._served)
             except InvalidHistoryError as exc:
                 problem = str(exc)
-            if problem is None and thinking and interleaved_thinking(request):
-                problem = self._check_interleaved(messages)
         return problem
 
     def _remember_thinking(self, content: Any) -> None:
         """Remember a reply's thinking and calls, in order, when it thought."""
-        if not isinstance(content, list):
-            return
-        shape = tuple(_thinking_shape(content))
-        if not any(kind in _THINKING_KINDS for kind, _ in shape):
+        shape = thinking_shape(content)
+        if shape is None:
             return
         with self._lock:
             if len(self._served) > 100_000:
                 self._served.clear()
             for kind, key in shape:
-                if kind not in _THINKING_KINDS:
+                if kind not in ("thinking", "redacted_thinking"):
                     self._served[key] = shape
-
-    def _check_interleaved(self, messages: list[Any]) -> str | None:
-        """The API's complaint when, with interleaved thinking, an assistant message of the
-        open tool-use turn (the messages after the last user message that is not only tool
-        results) does not bring back the thinking of the replies it holds exactly as they
-        came: every ``thinking`` and ``redacted_thinking`` block, unchanged, in its place
-        among the calls. Only replies this fake sent can be checked."""
-        for i in range(len(messages) - 1, -1, -1):
-            message = messages[i]
-            if not isinstance(message, dict):
-                continue
-            content = message.get("content")
-            if message.get("role") == "user":
-                if not _only_results(content):
-                    return None
-                continue
-            if message.get("role") != "assistant" or not isinstance(content, list):
-                continue
-            sent = _thinking_shape(content)
-            expected: list[tuple[str, str]] = []
-            seen: set[int] = set()
-            with self._lock:
-                for kind, key in sent:
-                    shape = None if kind in _THINKING_KINDS else self._served.get(key)
-                    if shape is not None and id(shape) not in seen:
-                        seen.add(id(shape))
-                        expected.extend(shape)
-            if expected and tuple(sent) != tuple(expected):
-                pairs = enumerate(zip(sent, expected, strict=False))
-                n = next((n for n, (a, b) in pairs if a != b), min(len(sent), len(expected)))
-                k = _block_index(content, n)
-                return (
-                    f"messages.{i}.content.{k}: `thinking` or `redacted_thinking` blocks in the latest "
-                    "assistant message cannot be modified. These blocks must remain as they were in the "
-                    "original response."
-                )
-        return None
 
     def _generate(
         self,
@@ -1174,48 +1142,6 @@ def _check_signatures(messages: Any, start: int = 0) -> str | None:
             if is_thinking and signature_matches(block) is False:
                 return f"messages.{i}.content.{k}: Invalid `signature` in `thinking` block"
     return None
-
-
-_THINKING_KINDS = frozenset({"thinking", "redacted_thinking"})
-_CALL_KINDS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
-
-
-def _thinking_shape(content: list[Any]) -> list[tuple[str, str]]:
-    """A reply's thinking and calls in order: each ``thinking`` block by its signature, each
-    ``redacted_thinking`` by its data, each call by its id (text is left out)."""
-    shape = []
-    for block in content:
-        if not isinstance(block, dict):
-            continue
-        kind = block.get("type")
-        if kind == "thinking":
-            shape.append(("thinking", str(block.get("signature"))))
-        elif kind == "redacted_thinking":
-            shape.append(("redacted_thinking", str(block.get("data"))))
-        elif kind in _CALL_KINDS:
-            shape.append((str(kind), str(block.get("id"))))
-    return shape
-
-
-def _block_index(content: list[Any], n: int) -> int:
-    """The index in ``content`` of the ``n``-th block :func:`_thinking_shape` keeps (one
-    past the last block when there are not so many)."""
-    seen = -1
-    for k, block in enumerate(content):
-        if isinstance(block, dict) and (block.get("type") in _THINKING_KINDS or block.get("type") in _CALL_KINDS):
-            seen += 1
-            if seen == n:
-                return k
-    return len(content)
-
-
-def _only_results(content: Any) -> bool:
-    """Whether a user message's content is tool results only (the tool loop goes on)."""
-    return (
-        isinstance(content, list)
-        and bool(content)
-        and all(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
-    )
 
 
 def _with_header_betas(request: dict[str, Any], headers: Mapping[str, str]) -> dict[str, Any]:
