@@ -337,7 +337,7 @@ class FakeMessagesAPI:
         self._paused: set[tuple[tuple[str, str], ...]] = set()
         # The thinking and calls of every reply sent that thought, in order, by the id of
         # each call in it: with interleaved thinking, the open turn must bring them back
-        # as they came (see _check_interleaved).
+        # as they came (see check_interleaved_thinking).
         self._served: dict[str, tuple[tuple[str, str], ...]] = {}
         #: Every exchange, in the order the answers were built.
         self.exchanges: list[Exchange] = []
