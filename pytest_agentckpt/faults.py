@@ -566,11 +566,21 @@ class FaultInjector:
             messages = body.get("messages", []) if isinstance(body, dict) else []
             self._request_index += 1
             thinking = body.get("thinking") if isinstance(body, dict) else None
+            thinks = isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
+            extra: dict[str, Any] = {}
+            if thinks:
+                from reference_agent.scripted import interleaved_thinking
+
+                if interleaved_thinking(body):
+                    # The open turn must bring back every thinking block as it came, in
+                    # place (the valid_sequence oracle checks it against the replies).
+                    extra["interleaved"] = True
             self.timeline.add(
                 "model_request",
                 index=self._request_index,
                 messages=messages,
-                thinking=isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive"),
+                thinking=thinks,
+                **extra,
             )
             streamed = _streamed(body)
             if streamed:
@@ -614,7 +624,14 @@ class FaultInjector:
                     # A paused (or cut) turn goes back as it came, server tool blocks and
                     # all: the oracles tell it from a prefill by its content.
                     paused = list(payload.get("content") or ())
-            extra = {} if paused is None else {"content": paused}
+            extra: dict[str, Any] = {} if paused is None else {"content": paused}
+            if isinstance(payload, dict) and any(
+                b.get("type") in ("thinking", "redacted_thinking") for b in payload.get("content") or ()
+            ):
+                from reference_agent.validation import thinking_shape
+
+                # The reply's thinking and calls in order, for interleaved thinking's rule.
+                extra["thinking_shape"] = thinking_shape(payload.get("content"))
             self.timeline.add(
                 "model_response",
                 index=self._request_index,

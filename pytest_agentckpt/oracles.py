@@ -224,7 +224,8 @@ def _rule_broken(error: str, messages: Any = None) -> str:
         return (
             "with thinking on, the assistant turn of an open tool loop goes back with its "
             "thinking and redacted_thinking blocks exactly as they came (signature and data "
-            "included, none dropped), and a thinking block cut short is not sent back"
+            "included, none dropped, and with interleaved thinking each in its place among the "
+            "tool calls), and a thinking block cut short is not sent back"
         )
     return "every tool_use needs exactly one tool_result, first in the next user message"
 
@@ -342,8 +343,16 @@ def valid_sequence(
     # Paused replies that hold more than text (server tool blocks): by their shape, as
     # only the whole reply sent back continues the turn.
     paused: set[tuple[tuple[str, str], ...]] = set()
+    # With interleaved thinking: the thinking and calls of each reply that thought, by the
+    # id of each call in it, for the rule that the open turn brings them back in place.
+    served: dict[str, Any] = {}
     for event in timeline.of("model_request", "model_response"):
         if event.kind == "model_response":
+            shape = event.data.get("thinking_shape")
+            if shape:
+                for kind, key in shape:
+                    if kind not in ("thinking", "redacted_thinking"):
+                        served[key] = shape
             if event.data.get("stop_reason") in _CONTINUED and not event.data.get("tool_uses"):
                 content = event.data.get("content")
                 if isinstance(content, list) and any(
@@ -364,6 +373,10 @@ def valid_sequence(
                     else {}
                 ),
             )
+            if event.data.get("interleaved") and served:
+                from reference_agent.validation import check_interleaved_thinking
+
+                check_interleaved_thinking(messages, served)
         except error_type as exc:
             invalid.append((event, exc))
             continue

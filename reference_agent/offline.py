@@ -61,10 +61,12 @@ from .offline_streams import (
 )
 from .offline_threads import THREADS_BETA, Resolved, ThreadError, ThreadStore, is_threaded
 from .scripted import (
+    INTERLEAVED_THINKING_BETA,
     CannedModel,
     Plan,
     PlanModel,
     ScriptedModel,
+    interleaved_thinking,
     max_tokens_reply,
     signature_matches,
 )
@@ -72,9 +74,11 @@ from .validation import (
     InvalidHistoryError,
     RequestValidator,
     breakpoint_error,
+    check_interleaved_thinking,
     fixed_marks,
     message_marks,
     request_rule_error,
+    thinking_shape,
     validate_messages,
 )
 
@@ -331,6 +335,10 @@ class FakeMessagesAPI:
         # Replies sent with stop_reason "pause_turn" or cut by a max_tokens fault, by the
         # shape of their content: sent back as the last message, they are continued.
         self._paused: set[tuple[tuple[str, str], ...]] = set()
+        # The thinking and calls of every reply sent that thought, in order, by the id of
+        # each call in it: with interleaved thinking, the open turn must bring them back
+        # as they came (see check_interleaved_thinking).
+        self._served: dict[str, tuple[tuple[str, str], ...]] = {}
         #: Every exchange, in the order the answers were built.
         self.exchanges: list[Exchange] = []
         #: What hooks raised while serving over HTTP (:meth:`serve`), where no caller
@@ -688,6 +696,9 @@ class FakeMessagesAPI:
                 record["fields"] = self._share_fields(request)
             else:
                 record["fields"] = request
+            # The model, the checks and the hooks see the interleaved-thinking beta of the
+            # header (the record keeps the body as sent).
+            request = _with_header_betas(request, headers)
             self._run_hooks("request", index, request)
         else:
             record["fields"] = request
@@ -792,9 +803,25 @@ class FakeMessagesAPI:
                 else:
                     validate_messages(messages, allow_prefill=allow_prefill, thinking=thinking)
                     problem = _check_signatures(messages) or request_rule_error(request)
+                if problem is None and thinking and interleaved_thinking(request):
+                    # Every thinking block of the open turn, unchanged and in place: only
+                    # those of replies this fake sent can be checked.
+                    check_interleaved_thinking(messages, self._served)
             except InvalidHistoryError as exc:
                 problem = str(exc)
         return problem
+
+    def _remember_thinking(self, content: Any) -> None:
+        """Remember a reply's thinking and calls, in order, when it thought."""
+        shape = thinking_shape(content)
+        if shape is None:
+            return
+        with self._lock:
+            if len(self._served) > 100_000:
+                self._served.clear()
+            for kind, key in shape:
+                if kind not in ("thinking", "redacted_thinking"):
+                    self._served[key] = shape
 
     def _generate(
         self,
@@ -844,6 +871,7 @@ class FakeMessagesAPI:
                 # may not (it has no result), as with the API.
                 with self._lock:
                     self._paused.add(_content_shape(blocks))
+        self._remember_thinking(message.get("content"))
         threaded = is_threaded(request)
         if threaded and isinstance(message.get("id"), str) and message["id"] in self.threads:
             # Thread state is kept by reply id: two replies may not share one.
@@ -1116,6 +1144,16 @@ def _check_signatures(messages: Any, start: int = 0) -> str | None:
     return None
 
 
+def _with_header_betas(request: dict[str, Any], headers: Mapping[str, str]) -> dict[str, Any]:
+    """``request``, with the betas of an ``anthropic-beta`` header that turns on interleaved
+    thinking in ``anthropic_beta`` (where Bedrock carries them in the body), so that the
+    model and the checks see them; ``request`` itself when there is none to add."""
+    header = headers.get("anthropic-beta") or ""
+    if INTERLEAVED_THINKING_BETA not in header or "anthropic_beta" in request:
+        return request
+    return {**request, "anthropic_beta": [b.strip() for b in header.split(",") if b.strip()]}
+
+
 def _content_shape(content: Any) -> tuple[tuple[str, str], ...]:
     """What identifies a reply's content when it comes back: each block's type and its id
     or text (the SDK may add or drop empty fields when it serializes blocks)."""
@@ -1170,6 +1208,33 @@ def _check_request(request: Mapping[str, Any], path: str) -> str | None:
         and choice.get("type") in ("any", "tool")
     ):
         return "Thinking may not be enabled when tool_choice forces tool use."
+    return _budget_error(request)
+
+
+#: The least ``thinking.budget_tokens`` the API takes.
+MIN_THINKING_BUDGET = 1024
+
+
+def _budget_error(request: Mapping[str, Any]) -> str | None:
+    """The API's complaint about manual thinking's ``budget_tokens``: at least 1024, and
+    below ``max_tokens`` unless thinking is interleaved (the budget then spans every
+    thinking block of the assistant turn, and may exceed ``max_tokens``)."""
+    config = request.get("thinking")
+    if not isinstance(config, Mapping) or config.get("type") != "enabled":
+        return None
+    budget = config.get("budget_tokens")
+    if budget is None:
+        return "thinking.enabled.budget_tokens: Field required"
+    if not isinstance(budget, int) or isinstance(budget, bool):
+        return "thinking.enabled.budget_tokens: Input should be a valid integer"
+    if budget < MIN_THINKING_BUDGET:
+        return f"thinking.enabled.budget_tokens: Input should be greater than or equal to {MIN_THINKING_BUDGET}"
+    max_tokens = request.get("max_tokens")
+    if isinstance(max_tokens, int) and budget >= max_tokens and not interleaved_thinking(request):
+        return (
+            "`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our documentation "
+            "at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#max-tokens-and-context-window-size"
+        )
     return None
 
 

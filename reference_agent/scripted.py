@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
+    "INTERLEAVED_THINKING_BETA",
     "CannedModel",
     "Plan",
     "PlanMismatchError",
@@ -33,6 +34,7 @@ __all__ = [
     "ScriptedModel",
     "Step",
     "ToolCall",
+    "interleaved_thinking",
     "max_tokens_reply",
     "message_json",
     "redacted_thinking_block",
@@ -312,6 +314,12 @@ class PlanModel:
     assistant message, and, for every third step, a reply that stops there with
     ``pause_turn`` (see :meth:`_server_step`). A request that offers none gets the
     replies it always got.
+
+    Thinking: a request that enables it gets replies that open with a signed thinking
+    block (redacted for every second step), as Claude's do. With interleaved thinking
+    (:func:`interleaved_thinking`) the reply of a parallel batch also thinks between its
+    first two calls, on steps 0, 1, 3, 4, ... (redacted on 1, 4, ...); the reply after the
+    tool results opens with thinking again.
 
     >>> model = PlanModel(Plan(steps=(), final_answer="Nothing to do."))
     >>> model.respond({"messages": [{"role": "user", "content": "hi"}]})["content"]
@@ -645,7 +653,18 @@ class PlanModel:
             if step.text is not None and text_len is not None and not choice.forced and schema is None:
                 blocks.append({"type": "text", "text": step.text})
                 size += text_len + 1
-            for c, call in chosen:
+            # Interleaved thinking: Claude may think between the calls of one turn. Steps
+            # 0, 3, 6, ... of a parallel batch think after the first call, steps 1, 4, 7,
+            # ... likewise in redacted form; the others do not.
+            between: dict[str, Any] | None = None
+            if thinking and len(chosen) > 1 and s % 3 != 2 and interleaved_thinking(request):
+                rest = ", ".join(call.name for _, call in chosen[1:])
+                reasoning = f"{chosen[0][1].name} is asked for; step {s + 1} also needs: {rest}."
+                between = thinking_block(reasoning) if s % 3 == 0 else redacted_thinking_block(reasoning)
+                size += len(_canonical(between)) + 1
+            for n, (c, call) in enumerate(chosen):
+                if n == 1 and between is not None:
+                    blocks.append(between)
                 block_id = self._fresh(f"toolu_{self._prefix}s{s}c{c}a{next_attempt.get((s, c), 0)}{suffix}")
                 blocks.append(_tool_use(block_id, call))
                 size += self._use_len[(s, c)] + len(block_id) + 1
@@ -1008,6 +1027,39 @@ def signature_matches(block: Mapping[str, Any]) -> bool | None:
 def _thinking_enabled(request: Mapping[str, Any]) -> bool:
     config = request.get("thinking")
     return isinstance(config, Mapping) and config.get("type") in ("enabled", "adaptive")
+
+
+#: The beta that lets Claude 4 models think between tool calls with manual thinking
+#: (``thinking.type: "enabled"``); adaptive thinking interleaves without it.
+INTERLEAVED_THINKING_BETA = "interleaved-thinking-2025-05-14"
+
+
+def interleaved_thinking(request: Mapping[str, Any]) -> bool:
+    """Whether a request turns on interleaved thinking: adaptive thinking (which
+    interleaves on its own), or manual thinking with the ``interleaved-thinking-2025-05-14``
+    beta in the body's ``anthropic_beta`` (where Bedrock carries betas; the fake API puts
+    the betas of an ``anthropic-beta`` header there for its model).
+
+    >>> interleaved_thinking({"thinking": {"type": "adaptive"}})
+    True
+    >>> manual = {"thinking": {"type": "enabled", "budget_tokens": 2048}}
+    >>> interleaved_thinking(manual), interleaved_thinking({**manual, "anthropic_beta": [INTERLEAVED_THINKING_BETA]})
+    (False, True)
+    """
+    config = request.get("thinking")
+    if not isinstance(config, Mapping):
+        return False
+    kind = config.get("type")
+    if kind == "adaptive":
+        return True
+    if kind != "enabled":
+        return False
+    betas = request.get("anthropic_beta")
+    if isinstance(betas, str):
+        betas = betas.split(",")
+    return isinstance(betas, list | tuple) and any(
+        isinstance(b, str) and b.strip() == INTERLEAVED_THINKING_BETA for b in betas
+    )
 
 
 def output_schema(request: Mapping[str, Any]) -> Mapping[str, Any] | None:

@@ -27,9 +27,11 @@ __all__ = [
     "RequestValidator",
     "breakpoint_error",
     "cache_marks",
+    "check_interleaved_thinking",
     "fixed_marks",
     "message_marks",
     "request_rule_error",
+    "thinking_shape",
     "validate_messages",
 ]
 
@@ -64,6 +66,13 @@ _THINKING_FIRST = (
     "lastmost set of `tool_use` and `tool_result` blocks). We recommend you include thinking "
     "blocks from previous turns. To avoid this requirement, disable `thinking`."
 )
+
+
+_MOVED_THINKING = (
+    "`thinking` or `redacted_thinking` blocks in the latest assistant message cannot be "
+    "modified. These blocks must remain as they were in the original response."
+)
+_CALLS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
 
 
 class InvalidHistoryError(ValueError):
@@ -649,3 +658,101 @@ def _check_result_content(i: int, k: int, content: Any) -> None:
                     if not text
                     else "text content blocks must contain non-whitespace text",
                 )
+
+
+#: A reply's thinking and calls in order, as :func:`thinking_shape` gives them.
+Shape = Sequence[Sequence[str]]
+
+
+def thinking_shape(content: Any) -> tuple[tuple[str, str], ...] | None:
+    """A reply's thinking and calls, in order, when it holds thinking (``None`` otherwise):
+    each ``thinking`` block by its signature, each ``redacted_thinking`` block by its data,
+    each call (``tool_use``, server tool use) by its id; text is left out.
+
+    >>> thinking_shape([{"type": "thinking", "thinking": "t", "signature": "s1"},
+    ...     {"type": "tool_use", "id": "toolu_1"}, {"type": "redacted_thinking", "data": "d"},
+    ...     {"type": "tool_use", "id": "toolu_2"}])
+    (('thinking', 's1'), ('tool_use', 'toolu_1'), ('redacted_thinking', 'd'), ('tool_use', 'toolu_2'))
+    >>> thinking_shape([{"type": "tool_use", "id": "toolu_1"}]) is None
+    True
+    """
+    shape = _shape_of(content)
+    return shape if any(kind in _THINKING for kind, _ in shape) else None
+
+
+def _shape_of(content: Any) -> tuple[tuple[str, str], ...]:
+    shape = []
+    for block in _blocks(content) or ():
+        kind = _get(block, "type")
+        if kind == "thinking":
+            shape.append(("thinking", str(_get(block, "signature"))))
+        elif kind == "redacted_thinking":
+            shape.append(("redacted_thinking", str(_get(block, "data"))))
+        elif kind in _CALLS:
+            shape.append((str(kind), str(_get(block, "id"))))
+    return tuple(shape)
+
+
+def check_interleaved_thinking(messages: Sequence[Any], served: Mapping[str, Shape]) -> None:
+    """Raise :class:`InvalidHistoryError` as the API does, with interleaved thinking, when an
+    assistant message of the open tool-use turn (the messages after the last user message
+    that is not only tool results) does not bring back the thinking of the replies it
+    holds exactly as they came: every ``thinking`` and ``redacted_thinking`` block,
+    unchanged, in its place among the calls.
+
+    ``served``: the :func:`thinking_shape` of each reply that thought, by the id of each
+    call in it (replies known by no call of a message are not checked).
+
+    >>> reply = [{"type": "thinking", "thinking": "t", "signature": "s1"},
+    ...     {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}},
+    ...     {"type": "thinking", "thinking": "u", "signature": "s2"},
+    ...     {"type": "tool_use", "id": "toolu_2", "name": "f", "input": {}}]
+    >>> served = dict.fromkeys(["toolu_1", "toolu_2"], thinking_shape(reply))
+    >>> results = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": i}
+    ...     for i in ("toolu_1", "toolu_2")]}
+    >>> go = {"role": "user", "content": "go"}
+    >>> check_interleaved_thinking([go, {"role": "assistant", "content": reply}, results], served)
+    >>> check_interleaved_thinking([go, {"role": "assistant", "content": reply[:2] + reply[3:]}, results], served)
+    Traceback (most recent call last):
+    ...
+    reference_agent.validation.InvalidHistoryError: messages.1.content.2: `thinking` or `redacted_thinking` blocks in the latest assistant message cannot be modified. These blocks must remain as they were in the original response.
+    """
+    for i in range(len(messages) - 1, -1, -1):
+        message = messages[i]
+        role = _get(message, "role")
+        content = _get(message, "content")
+        if role == "user":
+            blocks = _blocks(content)
+            if not blocks or any(_get(b, "type") != "tool_result" for b in blocks):
+                return
+            continue
+        if role != "assistant":
+            continue
+        sent = _shape_of(content)
+        expected: list[tuple[str, str]] = []
+        seen: set[int] = set()
+        for kind, key in sent:
+            shape = None if kind in _THINKING else served.get(key)
+            if shape is not None and id(shape) not in seen:
+                seen.add(id(shape))
+                expected.extend((str(k), str(v)) for k, v in shape)
+        if expected and list(sent) != expected:
+            n = next(
+                (n for n, (a, b) in enumerate(zip(sent, expected, strict=False)) if a != b),
+                min(len(sent), len(expected)),
+            )
+            raise InvalidHistoryError(f"messages.{i}.content.{_block_index(content, n)}", _MOVED_THINKING)
+
+
+def _block_index(content: Any, n: int) -> int:
+    """The index in ``content`` of its ``n``-th thinking or call block (one past the last
+    block when there are not so many)."""
+    blocks = _blocks(content) or ()
+    seen = -1
+    for k, block in enumerate(blocks):
+        kind = _get(block, "type")
+        if kind in _THINKING or kind in _CALLS:
+            seen += 1
+            if seen == n:
+                return k
+    return len(blocks)

@@ -77,6 +77,35 @@ def test_valid_sequence_reports_an_unanswered_tool_use_with_the_api_error() -> N
     assert list(violation.marks) == [1]
 
 
+def test_valid_sequence_checks_interleaved_thinking_against_the_replies_it_saw() -> None:
+    from reference_agent.scripted import redacted_thinking_block, thinking_block
+    from reference_agent.validation import thinking_shape
+
+    reply = [
+        thinking_block("first"),
+        {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}},
+        redacted_thinking_block("between"),
+        {"type": "tool_use", "id": "toolu_2", "name": "f", "input": {}},
+    ]
+    results = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": i, "content": "ok"} for i in ("toolu_1", "toolu_2")]}
+    response = ("model_response", {"index": 1, "status": 200, "tool_uses": [], "thinking_shape": thinking_shape(reply)})
+
+    def request(content: list[dict[str, Any]], **flags: bool) -> tuple[str, dict[str, Any]]:
+        messages = [GOAL, {"role": "assistant", "content": content}, results]
+        return ("model_request", {"index": 2, "messages": messages, "thinking": True, **flags})
+
+    dropped = [*reply[:2], reply[3]]
+    caught = valid_sequence(_timeline(response, request(dropped, interleaved=True)), validate_messages, error_type=InvalidHistoryError)
+    assert [v.oracle for v in caught] == ["valid_sequence"]
+    assert "messages.1.content.2: `thinking` or `redacted_thinking` blocks" in caught[0].message
+    assert "in its place among the tool calls" in caught[0].message
+    moved = [reply[0], reply[2], reply[1], reply[3]]
+    assert valid_sequence(_timeline(response, request(moved, interleaved=True)), validate_messages, error_type=InvalidHistoryError)
+    # As it came: valid. Without interleaved thinking the turn need only open with its thinking.
+    assert valid_sequence(_timeline(response, request(reply, interleaved=True)), validate_messages, error_type=InvalidHistoryError) == []
+    assert valid_sequence(_timeline(response, request(dropped)), validate_messages, error_type=InvalidHistoryError) == []
+
+
 def test_an_effect_performed_more_often_than_the_model_asked_is_the_agents_bug() -> None:
     timeline = _timeline(_response(("t1", "send", {"to": "a"})), _effect(), ("crash", {"point": "x", "occurrence": 1}), ("attempt", {}), _effect())
     violations, unsafe = no_duplicate_effect(timeline, _baseline({SEND: 1}), FLAGS, completed=True)

@@ -26,6 +26,7 @@ CAUGHT_BY: dict[str, str] = {
     "known_blocks": "valid_sequence",
     "no_signature": "valid_sequence",
     "keep_cut": "valid_sequence",
+    "first_thinking": "valid_sequence",
 }
 
 
@@ -35,6 +36,7 @@ API_SAYS: dict[str, str] = {
     "known_blocks": "Expected `thinking` or `redacted_thinking`, but found `tool_use`",
     "no_signature": "thinking.signature: Field required",
     "keep_cut": "thinking.signature: Field required",
+    "first_thinking": "`thinking` or `redacted_thinking` blocks in the latest assistant message cannot be modified",
 }
 
 

@@ -10,6 +10,10 @@ thinking blocks of finished turns may be dropped. The sound designs:
   turns (the API allows it, and it saves tokens);
 - ``stream``: ``messages.stream`` with ``thinking={"type": "adaptive"}``, saving
   ``get_final_message()``; a stream cut short is asked again.
+- ``interleaved``: ``beta.messages.create`` with ``betas=["interleaved-thinking-2025-05-14"]``
+  and a budget above ``max_tokens`` (interleaved thinking allows it): Claude thinks between
+  the calls of a turn too; each reply's ``content`` saved with
+  ``model_dump(mode="json", exclude_none=True)``.
 
 The twins (each bug shows only on a resume or after a cut stream):
 
@@ -22,6 +26,10 @@ The twins (each bug shows only on a resume or after a cut stream):
   block from the fields it knows, and so loses the thinking block's signature;
 - ``keep_cut``: when a stream is cut, keeps what arrived (a thinking block cut short) as
   an assistant prefill and asks the model to go on.
+- ``first_thinking``: the ``interleaved`` design whose resume "tidies" each loaded turn to
+  the shape a reply had before interleaved thinking: the thinking it opened with, then
+  the rest without thinking. It drops the thinking between tool calls, which only
+  interleaved thinking writes.
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ from stores import Checkpoint, CheckpointStore
 from ._base import Journal, is_results
 
 MODEL = "claude-sonnet-4-5"
+INTERLEAVED_BETA = "interleaved-thinking-2025-05-14"
 _THINKING = ("thinking", "redacted_thinking")
 
 
@@ -96,9 +105,22 @@ class ThinkingLoop(Journal):
             if m["role"] == "assistant":
                 m["content"] = [{k: b[k] for k in known if k in b} for b in m["content"]]
 
-    def ask(self, client: Any, stream: bool) -> Any:
+    def first_thinking_only(self) -> None:
+        """The ``first_thinking`` twin's repair of a loaded history: each assistant turn
+        keeps the thinking it opened with and loses the thinking after it."""
+        for m in self.cp.messages:
+            if m["role"] == "assistant" and m["content"] and m["content"][0].get("type") in _THINKING:
+                m["content"] = [m["content"][0], *(b for b in m["content"][1:] if b.get("type") not in _THINKING)]
+
+    def ask(self, client: Any, stream: bool, interleaved: bool = False) -> Any:
         messages = strip_finished_thinking(self.cp.messages) if self.bug == "strip" else self.cp.messages
         common: dict[str, Any] = {"model": MODEL, "max_tokens": 4096, "tools": self.tools.definitions()}
+        if interleaved:
+            # With interleaved thinking the budget spans the whole turn: it may pass max_tokens.
+            return client.beta.messages.create(
+                messages=messages, thinking={"type": "enabled", "budget_tokens": 8000},
+                betas=[INTERLEAVED_BETA], **common,
+            )
         if not stream:
             return client.messages.create(
                 messages=messages, thinking={"type": "enabled", "budget_tokens": 1024}, **common
@@ -132,8 +154,8 @@ class ThinkingLoop(Journal):
 
 
 def thinking_agent(design: str, bug: str | None = None) -> Callable[..., str]:
-    """``run(task_id, goal, *, client, store, tools)`` of a design (``create``, ``strip``
-    or ``stream``), with a twin's ``bug`` if given."""
+    """``run(task_id, goal, *, client, store, tools)`` of a design (``create``, ``strip``,
+    ``stream`` or ``interleaved``), with a twin's ``bug`` if given."""
 
     def run(task_id: str, goal: str, *, client: Any, store: CheckpointStore, tools: Any) -> str:
         cp = store.load(task_id)
@@ -145,14 +167,17 @@ def thinking_agent(design: str, bug: str | None = None) -> Callable[..., str]:
         loop = ThinkingLoop(task_id, cp, store, tools, bug or ("strip" if design == "strip" else None))
         if resumed and bug == "no_signature":
             loop.normalise()
+        if resumed and bug == "first_thinking":
+            loop.first_thinking_only()
+        stream, interleaved = design == "stream", design == "interleaved"
         while True:
             for use in unanswered(loop.cp.messages):
                 loop.settle(use)
-            reply = loop.ask(client, stream=design == "stream")
+            reply = loop.ask(client, stream, interleaved)
             for _ in range(3):  # a reply cut by max_tokens is asked again, not kept
                 if reply.stop_reason != "max_tokens":
                     break
-                reply = loop.ask(client, stream=design == "stream")
+                reply = loop.ask(client, stream, interleaved)
             answer = loop.finish(reply)
             if answer is not None:
                 return answer
@@ -160,10 +185,11 @@ def thinking_agent(design: str, bug: str | None = None) -> Callable[..., str]:
     return run
 
 
-SOUND: dict[str, Callable[..., str]] = {d: thinking_agent(d) for d in ("create", "strip", "stream")}
+SOUND: dict[str, Callable[..., str]] = {d: thinking_agent(d) for d in ("create", "strip", "stream", "interleaved")}
 TWINS: dict[str, Callable[..., str]] = {
     "drop_thinking": thinking_agent("create", "drop_thinking"),
     "known_blocks": thinking_agent("create", "known_blocks"),
     "no_signature": thinking_agent("create", "no_signature"),
     "keep_cut": thinking_agent("stream", "keep_cut"),
+    "first_thinking": thinking_agent("interleaved", "first_thinking"),
 }
