@@ -973,12 +973,35 @@ def _conversation_save(durable: Mapping[Any, Event], touched: Mapping[Any, int],
 def _same_history(stored: Sequence[Any], sent: Sequence[Any]) -> bool:
     """Whether ``sent`` is the ``stored`` history, up to what an agent changes in a copy
     for each request: ``cache_control`` marks (a breakpoint moved onto the latest block,
-    on the request only) and a string content written as one text block to carry one."""
+    on the request only), a string content written as one text block to carry one, and
+    what it leaves out of earlier turns to save tokens: the content of tool results (older
+    screenshots removed, long outputs cut), thinking blocks and server tool blocks. The
+    turns are the same when their text, their calls and the ids their results answer are."""
     if list(stored) == list(sent):
         return True
     return len(stored) == len(sent) and all(
-        _unmarked(a) == _unmarked(b) for a, b in zip(stored, sent, strict=True)
+        _turn(a) == _turn(b) for a, b in zip(stored, sent, strict=True)
     )
+
+
+#: Blocks of an earlier assistant turn that an agent may leave out of a request.
+_DROPPABLE = frozenset({"thinking", "redacted_thinking", "server_tool_use", "mcp_tool_use"})
+
+
+def _turn(message: Any) -> Any:
+    """What identifies a message of a history (see :func:`_same_history`)."""
+    out = _unmarked(message)
+    if not isinstance(out, dict) or not isinstance(out.get("content"), list):
+        return out
+    blocks = []
+    for block in out["content"]:
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind in _DROPPABLE or (isinstance(kind, str) and kind.endswith("_tool_result")):
+            continue
+        if kind == "tool_result":
+            block = {"type": "tool_result", "tool_use_id": block.get("tool_use_id")}
+        blocks.append(block)
+    return {**out, "content": blocks}
 
 
 def _unmarked(value: Any) -> Any:
