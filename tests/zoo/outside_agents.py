@@ -18,6 +18,10 @@ style: ``content:              a call with no result is run
 response.content``, the        again, unkeyed ones too
 replies pickled, tool results
 in a table of their own)
+``trajectory`` (mini-swe-      on resume, drops a reply without    ``recorded_work_not_redone``
+agent style: its own message   its observation ("the step did      (read-only tools),
+dicts, the system prompt       not happen") and asks again         ``no_duplicate_effect``
+first, observations cut)
 =============================  ==================================  ==========================
 """
 
@@ -334,15 +338,141 @@ def rebuilt_history(cp: Checkpoint) -> list[dict[str, Any]]:
     return messages
 
 
+
+# -- a mini-swe-agent style loop --------------------------------------------------------------
+
+SYSTEM_TEMPLATE = "You are a helpful assistant that can interact with a computer."
+#: Observations longer than this are cut before they are kept (and so sent and saved).
+OBSERVATION_LIMIT = 40
+
+
+class TrajectoryLoop:
+    """mini-swe-agent's agent shape on the SDK's tool use: the history is its own list of
+    dicts, the system prompt its first message (``role: "system"``), each reply kept with
+    an ``extra`` key (the model's usage), each observation rendered from a template and
+    cut to ``OBSERVATION_LIMIT`` characters; its model wrapper takes the system message
+    out and keeps ``role`` and ``content`` of the others. The trajectory is kept as it is
+    in ``checkpoint.messages`` (the info in ``artifacts["info"]``), saved after each query
+    and after each observation, with a write-ahead record before a call that changes
+    the world.
+    """
+
+    #: Bug: on resume, a last reply without its observation is taken for a step that did
+    #: not happen (a step is a query and its observation) and dropped.
+    drop_unfinished_step = False
+    #: An "outcome unknown" answer sent as an observation like any other, not an error:
+    #: the model takes it for done (see ``test_outside.py``).
+    unknown_as_output = False
+
+    def __init__(self, task_id: str, goal: str, client: Any, store: CheckpointStore, tools: Any) -> None:
+        self.task_id, self.goal, self.client, self.store, self.tools = task_id, goal, client, store, tools
+
+    def add_message(self, role: str, content: Any, **kwargs: Any) -> None:
+        self.cp.messages.append({"role": role, "content": content, **kwargs})
+
+    def save(self, exit_status: str | None = None) -> None:
+        self.cp.artifacts["info"] = {"exit_status": exit_status, "model_stats": {"api_calls": self.cp.iteration}}
+        self.cp = self.store.save(self.cp)
+
+    def run(self) -> str:
+        loaded = self.store.load(self.task_id)
+        if loaded is None:
+            self.cp = Checkpoint(task_id=self.task_id, goal=self.goal)
+            self.add_message("system", SYSTEM_TEMPLATE)
+            self.add_message("user", f"Your task: {self.goal}.")
+            self.save()
+        elif loaded.status == "completed":
+            return loaded.final_answer or ""
+        else:
+            self.cp = loaded
+            last = self.cp.messages[-1]
+            if last["role"] == "assistant":
+                if self.drop_unfinished_step:
+                    self.cp.messages.pop()  # BUG: the checkpoint holds this reply
+                else:
+                    self.observe(last["content"])
+        while True:
+            if self.cp.iteration >= 40:
+                raise RuntimeError("LimitsExceeded")
+            response = self.query()
+            uses = [b for b in response if b["type"] == "tool_use"]
+            if not uses:
+                answer = "".join(b.get("text", "") for b in response)
+                self.cp.status, self.cp.final_answer = "completed", answer
+                self.save("Submitted")
+                return answer
+            self.save()
+            self.observe(response)
+
+    def query(self) -> list[dict[str, Any]]:
+        system = self.cp.messages[0]["content"]
+        messages = [{"role": m["role"], "content": m["content"]} for m in self.cp.messages[1:]]
+        response = self.client.messages.create(
+            model="claude-sonnet-4-5", max_tokens=1024, system=system, messages=messages, tools=self.tools.definitions()
+        )
+        self.cp.iteration += 1
+        content = [b.model_dump(mode="json", exclude_none=True) for b in response.content]
+        self.add_message("assistant", content, extra={"usage": response.usage.model_dump(mode="json")})
+        return content
+
+    def observe(self, content: list[dict[str, Any]]) -> None:
+        results = []
+        for use in (b for b in content if b["type"] == "tool_use"):
+            output = self.execute(use)
+            if output is None:  # in doubt: told as an error, so that the model checks or retries
+                results.append(
+                    {"type": "tool_result", "tool_use_id": use["id"], "content": UNKNOWN,
+                     **({} if self.unknown_as_output else {"is_error": True})}
+                )
+                continue
+            observation = f"Observation: {output}"
+            if len(observation) > OBSERVATION_LIMIT:
+                observation = observation[:OBSERVATION_LIMIT] + " [output truncated]"
+            results.append({"type": "tool_result", "tool_use_id": use["id"], "content": observation})
+        self.add_message("user", results)
+        self.save()
+
+    def execute(self, use: dict[str, Any]) -> str | None:
+        """The command's output; ``None`` when its outcome is unknown."""
+        spec = self.tools.spec(use["name"])
+        record = self.cp.action(use["id"])
+        if record is not None and record.result is not None:
+            return str(record.result.content)
+        if record is not None and spec.kind == "unkeyed":
+            return None
+        if spec.kind != "read_only" and record is None:
+            record = ActionRecord(
+                tool_use_id=use["id"], tool_name=use["name"], input=use["input"], idempotency_key=f"{self.task_id}:{use['id']}"
+            )
+            self.cp.actions.append(record)
+            self.save()
+        done = self.tools.call(use["name"], use["input"], idempotency_key=f"{self.task_id}:{use['id']}")
+        if record is not None:
+            record.state = "done"
+            record.result = RecordedResult(content=done.content, is_error=done.is_error)
+            self.save()
+        return str(done.content)
+
+
+def trajectory_agent(**switches: Any) -> Any:
+    design = type("TrajectoryLoop", (TrajectoryLoop,), switches) if switches else TrajectoryLoop
+
+    def run(task_id: str, goal: str, *, client: Any, store: CheckpointStore, tools: Any) -> str:
+        return design(task_id, goal, client, store, tools).run()
+
+    return run
+
 SOUND = {
     "computer_use": sampling_agent(),
     "screenshots": sampling_agent(caching=False, only_n_most_recent_images=1),
     "sdk_objects": cookbook_agent(),
+    "trajectory": trajectory_agent(),
 }
 
 TWINS = {
     "computer_use": sampling_agent(resume_note=True),
     "screenshots": sampling_agent(caching=False, only_n_most_recent_images=1, reask_unanswered=True),
     "sdk_objects": cookbook_agent(no_started=True),
+    "trajectory": trajectory_agent(drop_unfinished_step=True),
 }
 
