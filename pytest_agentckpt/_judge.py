@@ -124,7 +124,7 @@ def _judge(
     unsaved = nothing_saved(main)
     if unsaved is not None:
         not_checkable.update({name: unsaved for name in SAVED_STATE_ORACLES if name not in ignored})
-    bypassed = tools_not_called(main, flags)
+    bypassed = tools_not_called(main, flags, baseline.timeline)
     if bypassed is not None:
         not_checkable.update({name: bypassed for name in TOOL_ORACLES if name not in ignored})
     if outcome.rerun_from is not None:

@@ -450,7 +450,7 @@ def no_duplicate_effect(
         if flags is not None and not flags.can_duplicate:
             # Repeat-safe: only "it never happened" can be wrong.
             if completed and expected and not n:
-                violations.append(_lost(tool, raw_input, done, n, expected, timeline))
+                violations.append(_lost(tool, raw_input, done, n, expected, timeline, asks.get(key, set())))
             continue
         if n > asked and n > expected:
             marks = {e.seq: "DUPLICATE" for e in done[max(asked, expected):]}
@@ -493,7 +493,7 @@ def no_duplicate_effect(
                 )
             )
         elif completed and n < expected:
-            violations.append(_lost(tool, raw_input, done, n, expected, timeline))
+            violations.append(_lost(tool, raw_input, done, n, expected, timeline, asks.get(key, set())))
     return violations, unsafe
 
 
@@ -614,7 +614,15 @@ def _cut(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _lost(tool: str, raw_input: str, done: list[Event], n: int, expected: int, timeline: Timeline) -> Violation:
+def _lost(
+    tool: str,
+    raw_input: str,
+    done: list[Event],
+    n: int,
+    expected: int,
+    timeline: Timeline,
+    asks: Iterable[tuple[Any, str, str]] = (),
+) -> Violation:
     faults = timeline.of("crash", "api_fault", "store_outage")
     cause = (
         "an action was lost across a crash"
@@ -623,12 +631,54 @@ def _lost(tool: str, raw_input: str, done: list[Event], n: int, expected: int, t
         if faults
         else "an action was lost"
     )
+    answered = _plain_answer_of_unrun_call(timeline, tool, raw_input, asks)
     return Violation(
         "no_duplicate_effect",
         f"the run completed but effect {tool}({_short(json.loads(raw_input))}) "
-        f"happened {n} time(s), not {expected} as in the crash-free run: {cause}.",
+        f"happened {n} time(s), not {expected} as in the crash-free run: {cause}."
+        + (f" {answered}" if answered else ""),
         {e.seq: "too few" for e in done},
     )
+
+
+def _plain_answer_of_unrun_call(
+    timeline: Timeline, tool: str, raw_input: str, asks: Iterable[tuple[Any, str, str]]
+) -> str | None:
+    """Why the model did not ask again for a call that never ran, when the agent answered
+    it with a result that is no error (an "outcome unknown" told as a plain result, say):
+    the first such answer after an attempt ended, described; ``None`` if there is none."""
+    from reference_agent.scripted import first_issue
+
+    ids = {tool_use_id for _where, _first, tool_use_id in asks}
+    asked_at = {
+        str(tool_use_id): event.seq
+        for event in timeline.of("model_response")
+        for tool_use_id, _name, _input in event.data.get("tool_uses", ())
+    }
+    calls = [
+        e.seq
+        for e in timeline.of("tool_call")
+        if e.data.get("tool") == tool and canonical(e.data.get("input")) == raw_input
+    ]
+    ended = next((e.seq for e in timeline.of("attempt_end")), None)
+    if ended is None:
+        return None
+    for event, block in _sent_results(timeline, after=ended):
+        use_id = str(block.get("tool_use_id"))
+        if (
+            first_issue(use_id) in ids
+            and not block.get("is_error")
+            and not any(asked_at.get(use_id, -1) < seq < event.seq for seq in calls)
+        ):
+            return (
+                f"Model request #{event.data.get('index')} answered tool_use {use_id} with a "
+                f"result that is not an error ({_cut(_result_text(block.get('content')), 100)}) "
+                f"although {tool} never ran for it, so the model took the call for done. If the "
+                "agent could not know the outcome (a crash after the intent was recorded), "
+                "answer with is_error: true: a model asks again for a call answered with an "
+                "error, and fuzz reports the tool unsafe if the first call had happened."
+            )
+    return None
 
 
 def effects_in_doubt(timeline: Timeline) -> set[int]:
@@ -721,14 +771,18 @@ def history_not_found(timeline: Timeline) -> str | None:
 TOOL_ORACLES: tuple[str, ...] = ("no_duplicate_effect", "recorded_work_not_redone")
 
 
-def tools_not_called(timeline: Timeline, names: Iterable[str]) -> str | None:
+def tools_not_called(timeline: Timeline, names: Iterable[str], baseline: Timeline | None = None) -> str | None:
     """Why the oracles that count tool calls and effects cannot check this run, or ``None``:
     the agent answered the model's calls of a toolbox tool with results, but never called
     that tool through the toolbox ``fuzz`` handed it, so its effects were not seen (its
     tools run elsewhere: say a ``tool_runner`` given the agent's own ``@beta_tool``
-    functions)."""
+    functions). A tool the crash-free run (``baseline``) called through the toolbox runs
+    there: a call of it answered without a call (an outcome in doubt) is the agent's
+    answer, which the oracles judge."""
     known = set(names)
     called = {e.data.get("tool") for e in timeline.of("tool_call")}
+    if baseline is not None:
+        called |= {e.data.get("tool") for e in baseline.of("tool_call")}
     asked: dict[str, str] = {}
     for event in timeline.of("model_response"):
         for tool_use_id, name, _input in event.data.get("tool_uses", ()):
@@ -921,7 +975,7 @@ def recorded_work_not_redone(timeline: Timeline) -> list[Violation]:
             saved = _conversation_save(durable, touched, sent)
             if saved is None or saved.data.get("task_id") not in reread:
                 continue
-            stored: Sequence[Any] = saved.data.get("messages") or ()
+            stored = _api_messages(saved.data.get("messages") or ())
             n = len(sent)
             if (
                 n < len(stored)
@@ -975,7 +1029,7 @@ def _conversation_save(durable: Mapping[Any, Event], touched: Mapping[Any, int],
     first = sent[0]
     best: Event | None = None
     for task, saved in durable.items():
-        stored = saved.data.get("messages") or ()
+        stored = _api_messages(saved.data.get("messages") or ())
         if not stored or not _same_history(stored[:1], [first]):
             continue
         if best is None or touched.get(task, -1) > touched.get(best.data.get("task_id"), -1):
@@ -986,12 +1040,49 @@ def _conversation_save(durable: Mapping[Any, Event], touched: Mapping[Any, int],
 def _same_history(stored: Sequence[Any], sent: Sequence[Any]) -> bool:
     """Whether ``sent`` is the ``stored`` history, up to what an agent changes in a copy
     for each request: ``cache_control`` marks (a breakpoint moved onto the latest block,
-    on the request only) and a string content written as one text block to carry one."""
+    on the request only), a string content written as one text block to carry one, and
+    what it leaves out of earlier turns to save tokens: the content of tool results (older
+    screenshots removed, long outputs cut), thinking blocks and server tool blocks, and
+    keys of its own beside ``role`` and ``content``. The turns are the same when their
+    text, their calls and the ids their results answer are."""
     if list(stored) == list(sent):
         return True
     return len(stored) == len(sent) and all(
-        _unmarked(a) == _unmarked(b) for a, b in zip(stored, sent, strict=True)
+        _turn(a) == _turn(b) for a, b in zip(stored, sent, strict=True)
     )
+
+
+def _api_messages(stored: Sequence[Any]) -> Sequence[Any]:
+    """A saved history as its requests send it: without the messages of another role
+    than ``user`` and ``assistant`` (a history kept in a chat-completions shape holds its
+    system prompt as its first message, which the agent sends as ``system=``)."""
+    if all(not isinstance(m, Mapping) or m.get("role") in ("user", "assistant") for m in stored):
+        return stored
+    return [m for m in stored if not isinstance(m, Mapping) or m.get("role") in ("user", "assistant")]
+
+
+#: Blocks of an earlier assistant turn that an agent may leave out of a request.
+_DROPPABLE = frozenset({"thinking", "redacted_thinking", "server_tool_use", "mcp_tool_use"})
+
+
+def _turn(message: Any) -> Any:
+    """What identifies a message of a history (see :func:`_same_history`)."""
+    out = _unmarked(message)
+    if isinstance(out, dict) and "role" in out:
+        # Keys of the agent's own beside role and content (a reply's usage, a timestamp)
+        # are not sent.
+        out = {"role": out["role"], "content": out.get("content")}
+    if not isinstance(out, dict) or not isinstance(out.get("content"), list):
+        return out
+    blocks = []
+    for block in out["content"]:
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind in _DROPPABLE or (isinstance(kind, str) and kind.endswith("_tool_result")):
+            continue
+        if kind == "tool_result":
+            block = {"type": "tool_result", "tool_use_id": block.get("tool_use_id")}
+        blocks.append(block)
+    return {**out, "content": blocks}
 
 
 def _unmarked(value: Any) -> Any:
