@@ -47,6 +47,7 @@ from stores import (
     Checkpoint,
     CheckpointStore,
     ConflictError,
+    CorruptCheckpointError,
     RecordedResult,
     StoreError,
 )
@@ -61,15 +62,17 @@ from .errors import (
     TaskFailedError,
     TaskOwnedElsewhereError,
     UnexpectedStopReasonError,
+    UnresumableHistoryError,
 )
 from .repair import (
     answer_pending,
     pending_tool_uses,
+    repair_history,
     repair_history_report,
     unknown_outcome_result,
 )
 from .toolbox import Toolbox, ToolResult, UnknownToolError
-from .validation import RequestValidator
+from .validation import InvalidHistoryError, RequestValidator, validate_messages
 
 if TYPE_CHECKING:
     import anthropic
@@ -420,6 +423,12 @@ class _Loop:
             self.emit("loaded", found=False)
             return self.start()
         self.cp = loaded
+        state = loaded.metadata.get(_STATE_KEY, {})
+        if not isinstance(state, dict):
+            raise CorruptCheckpointError(
+                self.task_id,
+                f"metadata[{_STATE_KEY!r}] is a JSON {type(state).__name__}, not an object",
+            )
         self.emit("loaded", found=True, version=loaded.version, status=loaded.status)
         if loaded.status == "completed":
             self.emit("already_completed", answer=loaded.final_answer)
@@ -461,12 +470,31 @@ class _Loop:
         self.emit("stopped", reason="failed_before", failure=reason)
         raise TaskFailedError(self.task_id, f"the task failed earlier: {reason}")
 
+    def check_resumable(self, messages: list[dict[str, Any]]) -> None:
+        """Refuse a stored checkpoint no resume can use, before anything is written.
+
+        ``messages`` is the repaired history. Its calls still pending are answered on a
+        copy, and a final assistant reply left out (it completes the task, or goes back
+        as it is after ``pause_turn``): what remains must be a history the API accepts.
+        Without this check, damage that repair cannot mend (a message with no content, a
+        first message that is not the user's) would be saved by the repair and then
+        fail every resume.
+        """
+        probe = repair_history(messages, self.cp.actions)
+        if probe and probe[-1].get("role") == "assistant":
+            probe = probe[:-1]
+        try:
+            validate_messages(probe)
+        except InvalidHistoryError as exc:
+            raise UnresumableHistoryError(self.task_id, exc) from None
+
     def repair(self) -> None:
         with self.span("agentckpt.repair") as span:
             messages, report = repair_history_report(
                 self.cp.messages, self.cp.actions, keep_pending=True
             )
             span.set_attribute("agentckpt.repair.steps", len(report.steps))
+        self.check_resumable(messages)
         if report.changed:
             self.cp.messages = messages
         if report.steps:

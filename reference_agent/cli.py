@@ -584,7 +584,10 @@ def cmd_delete(args: argparse.Namespace) -> int:
     return 0
 
 
-def _describe_block(block: dict[str, Any]) -> str:
+def _describe_block(block: Any) -> str:
+    if not isinstance(block, dict):
+        # Damage a resume refuses; inspect shows it as it is stored.
+        return f"(not a content block: {_short(block, 50)})"
     kind = block.get("type")
     if kind == "text":
         return f"text: {_short(block.get('text', ''))}"
@@ -626,7 +629,12 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     print(f"messages ({len(cp.messages)}):")
     for i, message in enumerate(cp.messages):
         content = message.get("content")
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+        if isinstance(content, str):
+            blocks: list[Any] = [{"type": "text", "text": content}]
+        elif isinstance(content, list):
+            blocks = content
+        else:
+            blocks = [] if content is None else [content]
         first, *rest = [_describe_block(b) for b in blocks] or ["(empty)"]
         print(f"  {i:>3} {message.get('role', '?'):<9} {first}")
         for line in rest:

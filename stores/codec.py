@@ -551,7 +551,7 @@ def _check_head(task_id: str, head: Any) -> dict[str, Any]:
     missing = [key for key in _HEAD_KEYS if key not in head]
     if missing:
         raise CorruptCheckpointError(
-            task_id, f"stored head has no {', '.join(missing)} (every save writes them)"
+            task_id, f"stored head has no {', '.join(missing)} (every save writes {'it' if len(missing) == 1 else 'them'})"
         )
     return head
 

@@ -173,11 +173,36 @@ ERROR_PATHS = [
     ErrorPath("corrupt checkpoint", ["status", "t", "--store", "sqlite:///c.db", "--json"],
               "python -m reference_agent delete t --store sqlite:///c.db",
               setup=lambda tmp: _corrupt_sqlite_task(tmp / "c.db", "t")),
+    ErrorPath("a stored history no repair mends", ["run", "--task-id", "t", "--goal", "g",
+                                                  "--store", "sqlite:///c.db"],
+              "python -m reference_agent delete t --store sqlite:///c.db",
+              setup=lambda tmp: _stored(tmp / "c.db", "t", [{"role": "user"}])),
+    ErrorPath("agent state that is not an object", ["run", "--task-id", "t", "--goal", "g",
+                                                    "--store", "sqlite:///c.db"],
+              "metadata['reference_agent'] is a JSON str",
+              setup=lambda tmp: _stored(tmp / "c.db", "t", [{"role": "user", "content": "g"}],
+                                        {"reference_agent": "x"})),
     ErrorPath("a task that failed before", ["run", "--task-id", "t", "--goal", "g",
                                             "--store", "sqlite:///c.db"],
               "the task failed earlier",
               setup=lambda tmp: _failed_task(tmp / "c.db", "t")),
 ]
+
+
+def _stored(path: Path, task_id: str, messages: list[dict[str, Any]],
+            metadata: dict[str, Any] | None = None) -> None:
+    store = open_store(f"sqlite:///{path}")
+    store.save(Checkpoint(task_id=task_id, messages=messages, metadata=metadata or {}))
+    store.close()
+
+
+def test_inspect_shows_damaged_content_as_it_is_stored(tmp_path: Path) -> None:
+    _stored(tmp_path / "c.db", "t", [{"role": "user", "content": 5},
+                                     {"role": "assistant", "content": ["loose text"]}])
+    done = _cli(["inspect", "t", "--store", "sqlite:///c.db"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "(not a content block: 5)" in done.stdout
+    assert "(not a content block: loose text)" in done.stdout
 
 
 def _failed_task(path: Path, task_id: str) -> None:
