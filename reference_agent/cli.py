@@ -253,7 +253,12 @@ class _Output:
 
 
 def _api_problem(exc: Exception, base_url: str) -> str:
-    """One line for an error of the ``anthropic`` SDK."""
+    """One line for an error of the ``anthropic`` SDK; a password in ``base_url`` (or in
+    the SDK's message) is shown as ``***``."""
+    return _scrub(_api_problem_text(exc, redact_url(base_url)), base_url)
+
+
+def _api_problem_text(exc: Exception, base_url: str) -> str:
     import anthropic
 
     if isinstance(exc, anthropic.AuthenticationError):
@@ -271,6 +276,25 @@ def _api_problem(exc: Exception, base_url: str) -> str:
         detail = " ".join(str(getattr(exc, "message", exc)).split())[:200]
         return f"the Messages API answered HTTP {exc.status_code}: {detail}"
     return f"the Messages API failed: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+
+
+def _open_world(path: str | None) -> Any:
+    """The World of ``--world``; a path that is no SQLite World is one clear error."""
+    import sqlite3
+
+    from .world import World
+
+    if not path:
+        return World()
+    if Path(path).is_dir():
+        raise CLIError(f"--world {path}: that is a directory; give the path of an SQLite file "
+                       "(it is created if missing)")
+    try:
+        return World(path)
+    except sqlite3.Error as exc:
+        raise CLIError(f"--world {path}: cannot use it as the World's SQLite file ({exc}); give "
+                       "the path of a World file or of a new file in a writable directory; "
+                       "no checkpoint was written") from None
 
 
 def _preflight(client: Any, model: str, goal: str) -> None:
@@ -292,7 +316,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .agent import check_goal, run
     from .demo_tools import demo_toolbox
     from .errors import AgentStoppedError
-    from .world import World
 
     task_id = _task_id(args.task_id)
     try:
@@ -324,7 +347,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
             client = FakeMessagesAPI(demo_plan()).client()
             model = "claude-scripted"
-        world = World(args.world) if args.world else World()
+        world = _open_world(args.world)
         tools = demo_toolbox(world)
         if args.pause_at:
             pause: Callable[[AgentEvent], None] | None = _pause_handler(args.pause_at)

@@ -154,6 +154,21 @@ ERROR_PATHS = [
               ["run", "--task-id", "t", "--goal", "g", "--base-url", "{closed}",
                "--store", "sqlite:///c.db", "--json"],
               "run the same command again to resume it"),
+    ErrorPath("--base-url with a password, the API unreachable",
+              ["run", "--task-id", "t", "--goal", "g", "--base-url", "{closed_with_password}",
+               "--store", "sqlite:///c.db"], "http://agent:***@127.0.0.1"),
+    ErrorPath("ANTHROPIC_BASE_URL with a password, the API unreachable",
+              ["run", "--task-id", "t", "--goal", "g", "--model", "claude-x",
+               "--store", "sqlite:///c.db", "--json"],
+              "http://agent:***@127.0.0.1", env={"ANTHROPIC_API_KEY": "bogus",
+                                                 "ANTHROPIC_BASE_URL": "{closed_with_password}"}),
+    ErrorPath("--world is a directory", ["run", "--task-id", "t", "--goal", "g",
+                                         "--store", "sqlite:///c.db", "--world", "w"],
+              "--world w: that is a directory", setup=lambda tmp: (tmp / "w").mkdir()),
+    ErrorPath("--world is not a database", ["run", "--task-id", "t", "--goal", "g",
+                                            "--store", "sqlite:///c.db", "--world", "w.db"],
+              "--world w.db: cannot use it as the World's SQLite file (file is not a database)",
+              setup=lambda tmp: _write(tmp / "w.db", "not a database")),
     ErrorPath("unknown store scheme", ["list", "--store", "bogus://x"], "unknown store scheme"),
     ErrorPath("missing task", ["status", "missing", "--store", "memory://"],
               "no checkpoint for task 'missing'"),
@@ -212,11 +227,16 @@ def _failed_task(path: Path, task_id: str) -> None:
     store.close()
 
 
+_PASSWORD = "hunter2secret"  # in a URL of some error paths: never in any output
+
+
 @pytest.mark.parametrize("path", ERROR_PATHS, ids=[p.name for p in ERROR_PATHS])
 def test_every_cli_error_path_is_one_error_line_and_a_non_zero_exit(
     path: ErrorPath, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    values: dict[str, str] = {"closed": f"http://127.0.0.1:{_free_port()}",
+    port = _free_port()
+    values: dict[str, str] = {"closed": f"http://127.0.0.1:{port}",
+                              "closed_with_password": f"http://agent:{_PASSWORD}@127.0.0.1:{port}",
                               "prefix": f"clitest-{uuid.uuid4().hex[:8]}:"}
     text = " ".join(str(a) for a in path.argv) + " ".join(path.env.values())
     if "{redis" in text:
@@ -237,6 +257,7 @@ def test_every_cli_error_path_is_one_error_line_and_a_non_zero_exit(
     errors = [line for line in lines if line.startswith("error:")]
     assert done.returncode == path.status, done.stderr
     assert "Traceback" not in done.stderr + done.stdout
+    assert _PASSWORD not in done.stderr + done.stdout
     assert len(errors) == 1, done.stderr
     assert path.says in errors[0]
     if "--json" in argv:
