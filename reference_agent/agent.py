@@ -173,6 +173,25 @@ def check_task_id(task_id: object) -> str:
     return task_id
 
 
+def _check_collaborators(client: object, store: object, tools: object) -> None:
+    """A wrong object passed as ``client``, ``store`` or ``tools``: a TypeError that says
+    what to pass, before anything is read or written."""
+    if not all(callable(getattr(store, name, None)) for name in ("load", "save")):
+        raise TypeError(
+            f"store must be a checkpoint store (stores.open_store(url)), not {type(store).__name__}"
+        )
+    if not all(callable(getattr(tools, name, None)) for name in ("definitions", "spec", "call")):
+        raise TypeError(
+            "tools must be a Toolbox (Toolbox.from_functions(*functions)), not "
+            f"{type(tools).__name__}"
+        )
+    if not callable(getattr(getattr(client, "messages", None), "create", None)):
+        raise TypeError(
+            "client must be an anthropic.Anthropic client (or FakeMessagesAPI(...).client()), "
+            f"not {type(client).__name__}"
+        )
+
+
 def check_goal(goal: object) -> str:
     """``goal`` if it can be the task's first user message; a :class:`ValueError` otherwise.
 
@@ -784,6 +803,7 @@ def run(
         raise ValueError(f"checkpoint_every must be >= 1, not {checkpoint_every}")
     if save_attempts < 1:
         raise ValueError(f"save_attempts must be >= 1, not {save_attempts}")
+    _check_collaborators(client, store, tools)
     loop = _Loop(
         task_id,
         goal,

@@ -326,6 +326,22 @@ def test_a_stored_history_repair_cannot_mend_is_corrupt_and_left_as_it_is(
     assert loaded is not None and loaded.messages == stored
 
 
+def test_a_wrong_client_store_or_tools_is_a_type_error_before_anything_is_written() -> None:
+    store = MemoryStore()
+    client = FakeMessagesAPI(demo_plan()).client()
+    tools = Toolbox([])
+    for kwargs, says in [
+        ({"store": None}, "store must be a checkpoint store"),
+        ({"store": "memory://"}, "store must be a checkpoint store"),
+        ({"tools": [print]}, "tools must be a Toolbox"),
+        ({"client": None}, "client must be an anthropic.Anthropic client"),
+    ]:
+        arguments: dict[str, Any] = {"client": client, "store": store, "tools": tools, **kwargs}
+        with pytest.raises(TypeError, match=says):
+            run("task", "g", **arguments)
+    assert store.load("task") is None
+
+
 def test_agent_state_in_the_metadata_that_is_not_an_object_is_corrupt() -> None:
     h = Harness()
     h.store.inner.save(Checkpoint(task_id="task", goal="g", messages=[{"role": "user", "content": "g"}],
