@@ -185,7 +185,9 @@ def _check_collaborators(client: object, store: object, tools: object) -> None:
             "tools must be a Toolbox (Toolbox.from_functions(*functions)), not "
             f"{type(tools).__name__}"
         )
-    if not callable(getattr(getattr(client, "messages", None), "create", None)):
+    # Only the plain mistakes (None, a key or URL string): a client is not probed, as a
+    # stand-in that must not be called (a completed task's re-run) fails on any access.
+    if client is None or isinstance(client, str | bytes | int | float):
         raise TypeError(
             "client must be an anthropic.Anthropic client (or FakeMessagesAPI(...).client()), "
             f"not {type(client).__name__}"
