@@ -1130,7 +1130,7 @@ def _on_sigterm(signum: int, frame: object) -> None:
 
 
 def _fail(args: argparse.Namespace, message: str, status: int = 1) -> int:
-    message = " ".join(message.split())
+    message = redact_text(" ".join(message.split()), _secrets(args))
     print(f"error: {message}", file=sys.stderr, flush=True)
     if getattr(args, "json", False):
         error: dict[str, Any] = {"ok": False, "error": message, "exit_status": status}
@@ -1151,6 +1151,47 @@ def _corrupt_message(args: argparse.Namespace, exc: StoreError) -> str:
     return f"{exc} (to delete it: {_delete_command(task_id, getattr(args, 'store', None))})"
 
 
+class _RedactingFilter(logging.Filter):
+    """Replaces the given secrets with ``***`` in every record a handler writes: the
+    drivers' DEBUG logs (botocore, httpx, the SDK) quote the URLs they were given."""
+
+    def __init__(self, secrets: Sequence[str]) -> None:
+        super().__init__()
+        self.secrets = secrets
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        scrubbed = redact_text(message, self.secrets)
+        if scrubbed != message:
+            record.msg, record.args = scrubbed, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = redact_text(logging.Formatter().formatException(record.exc_info),
+                                          self.secrets)
+        return True
+
+
+def _secrets(args: argparse.Namespace) -> list[str]:
+    """The secrets of the store URL, the Messages API's URL and the API key, longest first."""
+    secrets: set[str] = set()
+    store = getattr(args, "store", None)
+    for url in (_store_url(store) if isinstance(store, str) or store is None else None,
+                getattr(args, "base_url", None), os.environ.get("ANTHROPIC_BASE_URL")):
+        if isinstance(url, str):
+            secrets.update(url_secrets(url))
+    key = os.environ.get("ANTHROPIC_API_KEY") or ""
+    if len(key) >= 16:  # a real key; a short placeholder would mask common words
+        secrets.add(key)
+    return sorted(secrets, key=len, reverse=True)
+
+
+def _redact_logs(args: argparse.Namespace) -> None:
+    """Keep the secrets out of the log lines (``-v`` logs the drivers at DEBUG level)."""
+    secrets = _secrets(args)
+    if secrets:
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(_RedactingFilter(secrets))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m reference_agent``; returns the exit status.
 
@@ -1165,6 +1206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    _redact_logs(args)
     if getattr(args, "checkpoint_every", 1) < 1:
         parser.error("--checkpoint-every must be >= 1")
     if getattr(args, "max_iterations", None) is not None and args.max_iterations < 1:
@@ -1201,7 +1243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 143
     except Exception as exc:  # a bug of ours: one line, the traceback with -v
         if args.verbose:
-            traceback.print_exc()
+            print(redact_text(traceback.format_exc(), _secrets(args)), end="", file=sys.stderr)
         return _fail(args, f"unexpected {type(exc).__name__}: {exc} (run with -v before the "
                      "command for the traceback, and please report it)")
     finally:

@@ -211,6 +211,20 @@ def _stored(path: Path, task_id: str, messages: list[dict[str, Any]],
     store.close()
 
 
+@pytest.mark.parametrize("argv", [
+    ["-v", "list", "--store", "s3://bucket/p?endpoint_url=http://key:{password}@127.0.0.1:{port}"],
+    ["-v", "run", "--task-id", "t", "--goal", "g", "--store", "sqlite:///c.db",
+     "--base-url", "http://agent:{password}@127.0.0.1:{port}"],
+], ids=["S3 endpoint", "base URL"])
+def test_verbose_logs_of_the_drivers_never_show_a_password(argv: list[str], tmp_path: Path) -> None:
+    # botocore and httpx log the URLs they were given at DEBUG level.
+    port = _free_port()
+    done = _cli([a.format(password=_PASSWORD, port=port) for a in argv], tmp_path, timeout=120)
+    assert done.returncode == 1
+    assert "DEBUG" in done.stderr and "***@127.0.0.1" in done.stderr
+    assert _PASSWORD not in done.stderr + done.stdout
+
+
 def test_inspect_shows_damaged_content_as_it_is_stored(tmp_path: Path) -> None:
     _stored(tmp_path / "c.db", "t", [{"role": "user", "content": 5},
                                      {"role": "assistant", "content": ["loose text"]}])
