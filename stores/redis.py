@@ -346,6 +346,16 @@ class RedisStore:
                 "that redis-server is running, that host, port and database in the URL are "
                 "right, and for TLS servers that the URL says rediss://"
             ) from None
+        except redis.ResponseError as exc:
+            if "WRONGTYPE" not in str(exc):
+                raise
+            # A key of the store (its index, say) holds another kind of value.
+            raise StoreUnavailableError(
+                f"Redis at {self.url}: a key under key_prefix {self.key_prefix!r} holds a "
+                f"value of another kind, so it cannot {what} "
+                f"({redact_text(str(exc), self._secrets)}): another program writes under "
+                "this prefix; give the store a key_prefix of its own, or remove that key"
+            ) from None
 
     # -- CheckpointStore ----------------------------------------------------------------
 
