@@ -23,6 +23,7 @@ from typing import TextIO
 __all__ = ["build_parser", "main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_CHECKABLE = 0, 1, 2, 3
+EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT
 
 
 class _UsageError(Exception):
@@ -189,6 +190,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except _UsageError as exc:
         print(f"agentckpt {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except KeyboardInterrupt:
+        # The run's cleanup (its finally) has deleted what it wrote; a check cut in the
+        # middle of a write may leave a task id starting with certify-, which later runs
+        # accept and leave alone.
+        print(f"\nagentckpt {args.command}: interrupted (Ctrl-C): stopped without a verdict; "
+              "it deleted what it wrote", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

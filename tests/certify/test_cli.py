@@ -111,6 +111,20 @@ def test_a_report_that_fails_to_be_written_after_the_run_is_one_error_line(
     assert "round_trip" in captured.out
 
 
+def test_ctrl_c_during_a_run_is_one_line_and_status_130_not_a_traceback(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import pytest_agentckpt.certify as certify_module
+
+    def interrupted(*args: object, **kwargs: object) -> object:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(certify_module, "certify", interrupted)
+    assert main(["certify", "pytest_agentckpt.certify.builtin:memory", "--quick"]) == 130
+    err = capsys.readouterr().err
+    assert "interrupted (Ctrl-C): stopped without a verdict; it deleted what it wrote" in err
+
+
 def test_help_lists_the_certify_options(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["certify", "--help"]) == 0
     out = capsys.readouterr().out
