@@ -1125,8 +1125,30 @@ def _silence_stdout() -> None:
         pass
 
 
+#: The stop signals this command received. A library may catch the exception a signal
+#: raised and raise its own (pydantic wraps a KeyboardInterrupt raised while it builds a
+#: schema in a SchemaError): the command still reports the stop, not an error.
+_STOPS: list[int] = []
+
+
 def _on_sigterm(signum: int, frame: object) -> None:
+    _STOPS.append(signal.SIGTERM)
     raise _Terminated()
+
+
+def _on_sigint(signum: int, frame: object) -> None:
+    _STOPS.append(signal.SIGINT)
+    raise KeyboardInterrupt
+
+
+def _stopped(args: argparse.Namespace, task: str, signum: int) -> int:
+    where = "; it keeps its last checkpoint: run the same command again to resume it" \
+        if args.command == "run" else ""
+    if signum == signal.SIGTERM:
+        print(f"terminated (SIGTERM): {task} stopped{where}", file=sys.stderr)
+        return 143
+    print(f"interrupted (Ctrl-C): {task} stopped{where}", file=sys.stderr)
+    return 130
 
 
 def _fail(args: argparse.Namespace, message: str, status: int = 1) -> int:
@@ -1212,8 +1234,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "max_iterations", None) is not None and args.max_iterations < 1:
         parser.error("--max-iterations must be >= 1")
     previous_sigterm: Any = None
+    previous_sigint: Any = None
+    _STOPS.clear()
     if threading.current_thread() is threading.main_thread():
         previous_sigterm = signal.signal(signal.SIGTERM, _on_sigterm)
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            previous_sigint = signal.signal(signal.SIGINT, _on_sigint)
     task = f"task {args.task_id!r}" if isinstance(getattr(args, "task_id", None), str) else "the command"
     try:
         status = int(args.func(args))
@@ -1228,20 +1254,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CorruptCheckpointError, UnsupportedSchemaVersionError) as exc:
         return _fail(args, _corrupt_message(args, exc))
     except StoreError as exc:
+        if _STOPS:
+            return _stopped(args, task, _STOPS[0])
         return _fail(args, _scrub(str(exc), _store_url(getattr(args, "store", None))))
     except (OSError, ValueError) as exc:  # a file we cannot use; input a layer below refused
+        if _STOPS:
+            return _stopped(args, task, _STOPS[0])
         return _fail(args, str(exc))
     except KeyboardInterrupt:
-        where = "; it keeps its last checkpoint: run the same command again to resume it" \
-            if args.command == "run" else ""
-        print(f"interrupted (Ctrl-C): {task} stopped{where}", file=sys.stderr)
-        return 130
+        return _stopped(args, task, signal.SIGINT)
     except _Terminated:
-        where = "; it keeps its last checkpoint: run the same command again to resume it" \
-            if args.command == "run" else ""
-        print(f"terminated (SIGTERM): {task} stopped{where}", file=sys.stderr)
-        return 143
+        return _stopped(args, task, signal.SIGTERM)
     except Exception as exc:  # a bug of ours: one line, the traceback with -v
+        if _STOPS:  # a library turned the signal's exception into one of its own
+            return _stopped(args, task, _STOPS[0])
         if args.verbose:
             print(redact_text(traceback.format_exc(), _secrets(args)), end="", file=sys.stderr)
         return _fail(args, f"unexpected {type(exc).__name__}: {exc} (run with -v before the "
@@ -1249,3 +1275,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if previous_sigterm is not None:
             signal.signal(signal.SIGTERM, previous_sigterm)
+        if previous_sigint is not None:
+            signal.signal(signal.SIGINT, previous_sigint)

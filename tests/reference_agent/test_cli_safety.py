@@ -595,6 +595,32 @@ def _signal_once(reached: list[str]) -> None:
     reached.append("not reached")
 
 
+@pytest.mark.parametrize(("signum", "status", "says"), [
+    (signal.SIGINT, 130, "interrupted (Ctrl-C): task 't' stopped"),
+    (signal.SIGTERM, 143, "terminated (SIGTERM): task 't' stopped"),
+])
+def test_a_stop_signal_a_library_wrapped_in_its_own_error_is_still_a_stop(
+    signum: int, status: int, says: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    # pydantic turns a KeyboardInterrupt raised while it builds a schema into a SchemaError:
+    # Ctrl-C at that moment was "error: unexpected SchemaError ... KeyboardInterrupt".
+    import reference_agent.cli as cli
+
+    def wrapping(args: Any) -> int:
+        try:
+            signal.raise_signal(signum)
+        except BaseException as exc:
+            raise RuntimeError(f"Error building validator: {type(exc).__name__}") from None
+        return 0
+
+    monkeypatch.setattr(cli, "cmd_status", wrapping)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert main(["status", "t", "--store", "memory://"]) == status
+    err = capsys.readouterr().err
+    assert says in err and "unexpected" not in err
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+
+
 def test_a_second_signal_during_an_action_is_delivered_at_once() -> None:
     reached: list[str] = []
     with pytest.raises(KeyboardInterrupt):
