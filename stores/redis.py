@@ -228,6 +228,11 @@ class RedisStore:
         self.ttl = _check_ttl(ttl)
         self._ttl_ms = None if self.ttl is None else math.ceil(self.ttl * 1000)
         self._redis = _import_redis()
+        if not callable(getattr(client, "register_script", None)):
+            raise TypeError(
+                f"client must be a redis.Redis client, not {type(client).__name__}; for a URL "
+                "use RedisStore.from_url(url) or stores.open_store(url)"
+            )
         self._client = client
         self.key_prefix = key_prefix
         self.url = redact_url(url)

@@ -178,6 +178,12 @@ def test_damaged_data_raises_corrupt_never_none(
         fake_store.load("t")
 
 
+@pytest.mark.parametrize("client", [None, "redis://127.0.0.1:6379/0"])
+def test_a_client_that_is_no_redis_client_is_a_type_error_saying_what_to_pass(client: Any) -> None:
+    with pytest.raises(TypeError, match=r"client must be a redis\.Redis client.*RedisStore\.from_url"):
+        RedisStore(client)
+
+
 def test_an_index_key_of_another_kind_is_a_store_error_naming_the_prefix(
     fake_client: Any, fake_store: RedisStore
 ) -> None:

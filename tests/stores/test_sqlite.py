@@ -217,6 +217,19 @@ def test_damaged_rows_raise_corrupt_checkpoint(
         other.load("t1")
 
 
+@pytest.mark.parametrize(("kwargs", "says"), [
+    ({"synchronous": 1}, "synchronous must be one of"),        # was an AttributeError
+    ({"busy_timeout_ms": "5000"}, "busy_timeout_ms must be an int >= 0"),  # a TypeError from '<'
+    ({"busy_timeout_ms": -1}, "busy_timeout_ms must be an int >= 0"),
+])
+def test_bad_constructor_options_are_a_value_error_naming_them(
+    tmp_path: Path, kwargs: dict[str, Any], says: str
+) -> None:
+    with pytest.raises(ValueError, match=says):
+        SQLiteStore(tmp_path / "c.db", **kwargs)
+    assert not (tmp_path / "c.db").exists()
+
+
 @pytest.mark.parametrize("key", ["actions", "status", "iteration", "completed_tasks", "version"])
 def test_a_head_missing_a_key_every_save_writes_is_corrupt_not_filled_with_a_default(
     store: SQLiteStore, db_path: Path, key: str
