@@ -136,10 +136,16 @@ def _import_object(path: str, argument: str) -> Any:
     module_name, sep, attribute = path.partition(":")
     if not sep or not module_name or not attribute:
         raise ValueError(f"{argument}: expected 'module:attribute', got {path!r}")
-    module = importlib.import_module(module_name)
-    target: Any = module
-    for part in attribute.split("."):
-        target = getattr(target, part)
+    try:
+        module = importlib.import_module(module_name)
+        target: Any = module
+        for part in attribute.split("."):
+            target = getattr(target, part)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(
+            f"{argument}: cannot import {path!r} ({type(exc).__name__}: {exc}); check the module "
+            "is importable (on sys.path) and the names are spelled right"
+        ) from None
     return target
 
 
@@ -150,6 +156,29 @@ def _load_tools(path: str) -> Any:
         target = target()
     _check_tools(target)
     return target
+
+
+def _check_goal(goal: object) -> str:
+    """The ``goal`` argument: the agent's first user message, so a non-blank string."""
+    from reference_agent.agent import check_goal
+
+    try:
+        return check_goal(goal)
+    except ValueError as exc:
+        raise ValueError(f"goal: {exc}") from None
+
+
+def _check_count(name: str, value: object, minimum: int, *, optional: bool = False) -> None:
+    """An int argument (not a bool) of at least ``minimum``; ``None`` too if ``optional``."""
+    if optional and value is None:
+        return
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, not {value!r}")
+
+
+def _check_client(client: object) -> None:
+    if client not in ("sdk", "direct"):
+        raise ValueError(f"client must be 'sdk' or 'direct', not {client!r}")
 
 
 def _check_tools(tools: Any) -> None:

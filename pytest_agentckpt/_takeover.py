@@ -193,13 +193,40 @@ def takeover(
     counts otherwise. Agents given as ``async def`` run too, each worker on its own event
     loop.
     """
-    from ._scenario import _Executor
+    from reference_agent.scripted import Plan
+
+    from ._scenario import (
+        _check_client,
+        _check_count,
+        _check_goal,
+        _check_tools,
+        _Executor,
+        _load_tools,
+        _open_store_source,
+        _resolve_run,
+    )
     from .chaos import single_crash_plans
 
-    if examples < 1:
-        raise ValueError(f"examples must be at least 1, not {examples}")
-    if wait <= 0:
-        raise ValueError(f"wait must be a positive number of seconds, not {wait}")
+    # Every argument is checked before anything runs, as fuzz does: a mistake is a
+    # ValueError or TypeError saying what to pass, not an error deep inside a run.
+    run = _resolve_run(run)
+    if isinstance(tools, str):
+        tools = _load_tools(tools)
+    _check_tools(tools)
+    if not isinstance(examples, int) or isinstance(examples, bool) or examples < 1:
+        raise ValueError(f"examples must be at least 1, not {examples!r}")
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise ValueError(f"seed must be an int, not {seed!r}")
+    _check_count("max_points", max_points, 1, optional=True)
+    if isinstance(wait, bool) or not isinstance(wait, int | float) or not wait > 0:
+        raise ValueError(f"wait must be a positive number of seconds, not {wait!r}")
+    goal = _check_goal(goal)
+    _check_client(client)
+    if plans is not None:
+        plans = [plans] if isinstance(plans, Plan) else list(plans)
+        if not plans or not all(isinstance(p, Plan) for p in plans):
+            raise ValueError("plans must be a Plan or a non-empty list of Plan")
+    _open_store_source(store)  # validates the argument before any plan runs
     executor = _Executor(
         run, tools, store=store, budget=None, max_resumes=None, goal=goal, client=client  # type: ignore[arg-type]
     )

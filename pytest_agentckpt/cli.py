@@ -13,15 +13,17 @@ required contracts could not be checked.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
 __all__ = ["build_parser", "main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_CHECKABLE = 0, 1, 2, 3
+EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT
 
 
 class _UsageError(Exception):
@@ -48,6 +50,10 @@ def _certify(args: argparse.Namespace) -> int:
     from .certify import CONTRACTS, FactoryError, StoreFactory, StoreNotEmptyError, certify
     from .certify.report import to_json, to_markdown, to_text
 
+    # Checked before the run: a report that cannot be written is known now, not after it.
+    for option, path in (("--json", args.json), ("--markdown", args.markdown)):
+        if path:
+            _check_output(option, Path(path))
     known = {c.id for c in CONTRACTS}
     only = [name.strip() for name in (args.only or "").split(",") if name.strip()]
     unknown = sorted(set(only) - known)
@@ -95,11 +101,31 @@ def _certify(args: argparse.Namespace) -> int:
     for message in first.values():
         print(f"warning: {message}", file=sys.stderr)
     print(to_text(report, strict=args.strict))
-    if args.json:
-        Path(args.json).write_text(to_json(report, strict=args.strict) + "\n", encoding="utf-8")
-    if args.markdown:
-        Path(args.markdown).write_text(to_markdown(report, strict=args.strict), encoding="utf-8")
+    outputs: list[tuple[str, str | None, Callable[[], str]]] = [
+        ("--json", args.json, lambda: to_json(report, strict=args.strict) + "\n"),
+        ("--markdown", args.markdown, lambda: to_markdown(report, strict=args.strict)),
+    ]
+    for option, path, render in outputs:
+        if path:
+            try:
+                Path(path).write_text(render(), encoding="utf-8")
+            except OSError as exc:
+                raise _UsageError(
+                    f"{option} {path}: cannot write the report ({exc.strerror or exc}); the "
+                    "report above is complete"
+                ) from None
     return report.exit_code(strict=args.strict)
+
+
+def _check_output(option: str, path: Path) -> None:
+    """A report path that can be written: not a directory, in a directory that exists."""
+    if path.is_dir():
+        raise _UsageError(f"{option} {path}: that is a directory; give a file name")
+    parent = path.parent
+    if not parent.is_dir():
+        raise _UsageError(f"{option} {path}: the directory {parent} does not exist")
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise _UsageError(f"{option} {path}: not writable")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -164,6 +190,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except _UsageError as exc:
         print(f"agentckpt {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except KeyboardInterrupt:
+        # The run's cleanup (its finally) has deleted what it wrote; a check cut in the
+        # middle of a write may leave a task id starting with certify-, which later runs
+        # accept and leave alone.
+        print(f"\nagentckpt {args.command}: interrupted (Ctrl-C): stopped without a verdict; "
+              "it deleted what it wrote", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

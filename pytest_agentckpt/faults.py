@@ -1184,6 +1184,12 @@ def parse_fault_kinds(kinds: Iterable[str] | None) -> frozenset[str]:
     if isinstance(kinds, str):
         kinds = [kinds]
     chosen = frozenset(kinds)
+    if not chosen:
+        # No kind at all would inject nothing, and every run would pass unfuzzed.
+        raise ValueError(
+            "fault_kinds is empty: no fault would be injected; leave it out for the default "
+            f"kinds or name some of {', '.join(FAULT_KINDS)}"
+        )
     unknown = sorted(chosen - set(FAULT_KINDS))
     if unknown:
         raise ValueError(f"fault_kinds: unknown {unknown}; choose from {', '.join(FAULT_KINDS)}")

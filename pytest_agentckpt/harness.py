@@ -24,6 +24,9 @@ from ._judge import Example, NondeterministicFailure, OracleFailure, _evaluate, 
 from ._scenario import (
     ClientPath,
     Mode,
+    _check_client,
+    _check_count,
+    _check_goal,
     _check_tools,
     _Executor,
     _import_object,
@@ -139,11 +142,12 @@ def fuzz(
         return _off_loop(lambda: fuzz(**arguments))
     if mode not in ("memory", "process"):
         raise ValueError(f"mode must be 'memory' or 'process', not {mode!r}")
-    if client not in ("sdk", "direct"):
-        raise ValueError(f"client must be 'sdk' or 'direct', not {client!r}")
+    _check_client(client)
     if unsafe_tools not in ("warn", "error", "ignore"):
         raise ValueError(f"unsafe_tools must be 'warn', 'error' or 'ignore', not {unsafe_tools!r}")
-    if max_examples is not None and (not isinstance(max_examples, int) or max_examples < 1):
+    if max_examples is not None and (
+        not isinstance(max_examples, int) or isinstance(max_examples, bool) or max_examples < 1
+    ):
         raise ValueError(f"max_examples must be a positive int, not {max_examples!r}")
     profile = _session.profile
     crashes_max = profile.max_crashes if max_crashes is None else max_crashes
@@ -157,8 +161,9 @@ def fuzz(
         raise ValueError(f"seed must be an int, not {seed!r}")
     if deadline is not None and not isinstance(deadline, int | float | _dt.timedelta):
         raise ValueError(f"deadline must be seconds or a timedelta, not {deadline!r}")
-    if max_steps < 0 or max_parallel < 1:
-        raise ValueError(f"max_steps must be >= 0 and max_parallel >= 1, got {max_steps}, {max_parallel}")
+    _check_count("max_steps", max_steps, 0)
+    _check_count("max_parallel", max_parallel, 1)
+    goal = _check_goal(goal)
     kinds = parse_fault_kinds(fault_kinds)
     ignored = _ignored_oracles(ignore_oracles)
     locator = _resolve_history(history)
@@ -215,13 +220,7 @@ def _resolve_history(history: HistoryLocator | str | None) -> HistoryLocator | N
     if history is None:
         return None
     if isinstance(history, str):
-        try:
-            found = _import_object(history, "history")
-        except (ImportError, AttributeError) as exc:
-            raise ValueError(
-                f"history: cannot import {history!r} ({type(exc).__name__}: {exc}); pass a function "
-                "checkpoint -> messages, or 'module:attr' naming one"
-            ) from None
+        found = _import_object(history, "history")
         if not callable(found):
             raise ValueError(f"history: {history!r} is a {type(found).__name__}, not a function checkpoint -> messages")
         return found  # type: ignore[no-any-return]

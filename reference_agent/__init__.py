@@ -24,6 +24,7 @@ from .errors import (
     TaskFailedError,
     TaskOwnedElsewhereError,
     UnexpectedStopReasonError,
+    UnresumableHistoryError,
 )
 from .repair import RepairReport, repair_history, repair_history_report, unknown_outcome_result
 from .scripted import CannedModel, Plan, PlanModel, Step, ToolCall
@@ -72,6 +73,7 @@ __all__ = [
     "Toolbox",
     "UnexpectedStopReasonError",
     "UnknownToolError",
+    "UnresumableHistoryError",
     "World",
     "demo_plan",
     "demo_toolbox",

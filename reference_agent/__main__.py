@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import sys
 
-from .cli import main
-
 if __name__ == "__main__":
+    try:
+        from .cli import main
+    except KeyboardInterrupt:  # Ctrl-C while the modules load: nothing ran yet
+        print("interrupted (Ctrl-C) while starting: nothing was done", file=sys.stderr)
+        sys.exit(130)
     sys.exit(main())

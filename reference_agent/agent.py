@@ -47,6 +47,7 @@ from stores import (
     Checkpoint,
     CheckpointStore,
     ConflictError,
+    CorruptCheckpointError,
     RecordedResult,
     StoreError,
 )
@@ -61,15 +62,17 @@ from .errors import (
     TaskFailedError,
     TaskOwnedElsewhereError,
     UnexpectedStopReasonError,
+    UnresumableHistoryError,
 )
 from .repair import (
     answer_pending,
     pending_tool_uses,
+    repair_history,
     repair_history_report,
     unknown_outcome_result,
 )
 from .toolbox import Toolbox, ToolResult, UnknownToolError
-from .validation import RequestValidator
+from .validation import InvalidHistoryError, RequestValidator, validate_messages
 
 if TYPE_CHECKING:
     import anthropic
@@ -168,6 +171,27 @@ def check_task_id(task_id: object) -> str:
         raise ValueError("the task id is empty: give a task id that is not blank")
     _check_utf8("task id", task_id)
     return task_id
+
+
+def _check_collaborators(client: object, store: object, tools: object) -> None:
+    """A wrong object passed as ``client``, ``store`` or ``tools``: a TypeError that says
+    what to pass, before anything is read or written."""
+    if not all(callable(getattr(store, name, None)) for name in ("load", "save")):
+        raise TypeError(
+            f"store must be a checkpoint store (stores.open_store(url)), not {type(store).__name__}"
+        )
+    if not all(callable(getattr(tools, name, None)) for name in ("definitions", "spec", "call")):
+        raise TypeError(
+            "tools must be a Toolbox (Toolbox.from_functions(*functions)), not "
+            f"{type(tools).__name__}"
+        )
+    # Only the plain mistakes (None, a key or URL string): a client is not probed, as a
+    # stand-in that must not be called (a completed task's re-run) fails on any access.
+    if client is None or isinstance(client, str | bytes | int | float):
+        raise TypeError(
+            "client must be an anthropic.Anthropic client (or FakeMessagesAPI(...).client()), "
+            f"not {type(client).__name__}"
+        )
 
 
 def check_goal(goal: object) -> str:
@@ -420,6 +444,12 @@ class _Loop:
             self.emit("loaded", found=False)
             return self.start()
         self.cp = loaded
+        state = loaded.metadata.get(_STATE_KEY, {})
+        if not isinstance(state, dict):
+            raise CorruptCheckpointError(
+                self.task_id,
+                f"metadata[{_STATE_KEY!r}] is a JSON {type(state).__name__}, not an object",
+            )
         self.emit("loaded", found=True, version=loaded.version, status=loaded.status)
         if loaded.status == "completed":
             self.emit("already_completed", answer=loaded.final_answer)
@@ -461,12 +491,31 @@ class _Loop:
         self.emit("stopped", reason="failed_before", failure=reason)
         raise TaskFailedError(self.task_id, f"the task failed earlier: {reason}")
 
+    def check_resumable(self, messages: list[dict[str, Any]]) -> None:
+        """Refuse a stored checkpoint no resume can use, before anything is written.
+
+        ``messages`` is the repaired history. Its calls still pending are answered on a
+        copy, and a final assistant reply left out (it completes the task, or goes back
+        as it is after ``pause_turn``): what remains must be a history the API accepts.
+        Without this check, damage that repair cannot mend (a message with no content, a
+        first message that is not the user's) would be saved by the repair and then
+        fail every resume.
+        """
+        probe = repair_history(messages, self.cp.actions)
+        if probe and probe[-1].get("role") == "assistant":
+            probe = probe[:-1]
+        try:
+            validate_messages(probe)
+        except InvalidHistoryError as exc:
+            raise UnresumableHistoryError(self.task_id, exc) from None
+
     def repair(self) -> None:
         with self.span("agentckpt.repair") as span:
             messages, report = repair_history_report(
                 self.cp.messages, self.cp.actions, keep_pending=True
             )
             span.set_attribute("agentckpt.repair.steps", len(report.steps))
+        self.check_resumable(messages)
         if report.changed:
             self.cp.messages = messages
         if report.steps:
@@ -756,6 +805,7 @@ def run(
         raise ValueError(f"checkpoint_every must be >= 1, not {checkpoint_every}")
     if save_attempts < 1:
         raise ValueError(f"save_attempts must be >= 1, not {save_attempts}")
+    _check_collaborators(client, store, tools)
     loop = _Loop(
         task_id,
         goal,

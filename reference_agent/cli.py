@@ -253,7 +253,12 @@ class _Output:
 
 
 def _api_problem(exc: Exception, base_url: str) -> str:
-    """One line for an error of the ``anthropic`` SDK."""
+    """One line for an error of the ``anthropic`` SDK; a password in ``base_url`` (or in
+    the SDK's message) is shown as ``***``."""
+    return _scrub(_api_problem_text(exc, redact_url(base_url)), base_url)
+
+
+def _api_problem_text(exc: Exception, base_url: str) -> str:
     import anthropic
 
     if isinstance(exc, anthropic.AuthenticationError):
@@ -271,6 +276,25 @@ def _api_problem(exc: Exception, base_url: str) -> str:
         detail = " ".join(str(getattr(exc, "message", exc)).split())[:200]
         return f"the Messages API answered HTTP {exc.status_code}: {detail}"
     return f"the Messages API failed: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+
+
+def _open_world(path: str | None) -> Any:
+    """The World of ``--world``; a path that is no SQLite World is one clear error."""
+    import sqlite3
+
+    from .world import World
+
+    if not path:
+        return World()
+    if Path(path).is_dir():
+        raise CLIError(f"--world {path}: that is a directory; give the path of an SQLite file "
+                       "(it is created if missing)")
+    try:
+        return World(path)
+    except sqlite3.Error as exc:
+        raise CLIError(f"--world {path}: cannot use it as the World's SQLite file ({exc}); give "
+                       "the path of a World file or of a new file in a writable directory; "
+                       "no checkpoint was written") from None
 
 
 def _preflight(client: Any, model: str, goal: str) -> None:
@@ -292,7 +316,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .agent import check_goal, run
     from .demo_tools import demo_toolbox
     from .errors import AgentStoppedError
-    from .world import World
 
     task_id = _task_id(args.task_id)
     try:
@@ -324,7 +347,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
             client = FakeMessagesAPI(demo_plan()).client()
             model = "claude-scripted"
-        world = World(args.world) if args.world else World()
+        world = _open_world(args.world)
         tools = demo_toolbox(world)
         if args.pause_at:
             pause: Callable[[AgentEvent], None] | None = _pause_handler(args.pause_at)
@@ -584,7 +607,10 @@ def cmd_delete(args: argparse.Namespace) -> int:
     return 0
 
 
-def _describe_block(block: dict[str, Any]) -> str:
+def _describe_block(block: Any) -> str:
+    if not isinstance(block, dict):
+        # Damage a resume refuses; inspect shows it as it is stored.
+        return f"(not a content block: {_short(block, 50)})"
     kind = block.get("type")
     if kind == "text":
         return f"text: {_short(block.get('text', ''))}"
@@ -626,7 +652,12 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     print(f"messages ({len(cp.messages)}):")
     for i, message in enumerate(cp.messages):
         content = message.get("content")
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+        if isinstance(content, str):
+            blocks: list[Any] = [{"type": "text", "text": content}]
+        elif isinstance(content, list):
+            blocks = content
+        else:
+            blocks = [] if content is None else [content]
         first, *rest = [_describe_block(b) for b in blocks] or ["(empty)"]
         print(f"  {i:>3} {message.get('role', '?'):<9} {first}")
         for line in rest:
@@ -1094,12 +1125,34 @@ def _silence_stdout() -> None:
         pass
 
 
+#: The stop signals this command received. A library may catch the exception a signal
+#: raised and raise its own (pydantic wraps a KeyboardInterrupt raised while it builds a
+#: schema in a SchemaError): the command still reports the stop, not an error.
+_STOPS: list[int] = []
+
+
 def _on_sigterm(signum: int, frame: object) -> None:
+    _STOPS.append(signal.SIGTERM)
     raise _Terminated()
 
 
+def _on_sigint(signum: int, frame: object) -> None:
+    _STOPS.append(signal.SIGINT)
+    raise KeyboardInterrupt
+
+
+def _stopped(args: argparse.Namespace, task: str, signum: int) -> int:
+    where = "; it keeps its last checkpoint: run the same command again to resume it" \
+        if args.command == "run" else ""
+    if signum == signal.SIGTERM:
+        print(f"terminated (SIGTERM): {task} stopped{where}", file=sys.stderr)
+        return 143
+    print(f"interrupted (Ctrl-C): {task} stopped{where}", file=sys.stderr)
+    return 130
+
+
 def _fail(args: argparse.Namespace, message: str, status: int = 1) -> int:
-    message = " ".join(message.split())
+    message = redact_text(" ".join(message.split()), _secrets(args))
     print(f"error: {message}", file=sys.stderr, flush=True)
     if getattr(args, "json", False):
         error: dict[str, Any] = {"ok": False, "error": message, "exit_status": status}
@@ -1120,6 +1173,47 @@ def _corrupt_message(args: argparse.Namespace, exc: StoreError) -> str:
     return f"{exc} (to delete it: {_delete_command(task_id, getattr(args, 'store', None))})"
 
 
+class _RedactingFilter(logging.Filter):
+    """Replaces the given secrets with ``***`` in every record a handler writes: the
+    drivers' DEBUG logs (botocore, httpx, the SDK) quote the URLs they were given."""
+
+    def __init__(self, secrets: Sequence[str]) -> None:
+        super().__init__()
+        self.secrets = secrets
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        scrubbed = redact_text(message, self.secrets)
+        if scrubbed != message:
+            record.msg, record.args = scrubbed, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = redact_text(logging.Formatter().formatException(record.exc_info),
+                                          self.secrets)
+        return True
+
+
+def _secrets(args: argparse.Namespace) -> list[str]:
+    """The secrets of the store URL, the Messages API's URL and the API key, longest first."""
+    secrets: set[str] = set()
+    store = getattr(args, "store", None)
+    for url in (_store_url(store) if isinstance(store, str) or store is None else None,
+                getattr(args, "base_url", None), os.environ.get("ANTHROPIC_BASE_URL")):
+        if isinstance(url, str):
+            secrets.update(url_secrets(url))
+    key = os.environ.get("ANTHROPIC_API_KEY") or ""
+    if len(key) >= 16:  # a real key; a short placeholder would mask common words
+        secrets.add(key)
+    return sorted(secrets, key=len, reverse=True)
+
+
+def _redact_logs(args: argparse.Namespace) -> None:
+    """Keep the secrets out of the log lines (``-v`` logs the drivers at DEBUG level)."""
+    secrets = _secrets(args)
+    if secrets:
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(_RedactingFilter(secrets))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m reference_agent``; returns the exit status.
 
@@ -1134,13 +1228,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    _redact_logs(args)
     if getattr(args, "checkpoint_every", 1) < 1:
         parser.error("--checkpoint-every must be >= 1")
     if getattr(args, "max_iterations", None) is not None and args.max_iterations < 1:
         parser.error("--max-iterations must be >= 1")
     previous_sigterm: Any = None
+    previous_sigint: Any = None
+    _STOPS.clear()
     if threading.current_thread() is threading.main_thread():
         previous_sigterm = signal.signal(signal.SIGTERM, _on_sigterm)
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            previous_sigint = signal.signal(signal.SIGINT, _on_sigint)
     task = f"task {args.task_id!r}" if isinstance(getattr(args, "task_id", None), str) else "the command"
     try:
         status = int(args.func(args))
@@ -1155,24 +1254,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CorruptCheckpointError, UnsupportedSchemaVersionError) as exc:
         return _fail(args, _corrupt_message(args, exc))
     except StoreError as exc:
+        if _STOPS:
+            return _stopped(args, task, _STOPS[0])
         return _fail(args, _scrub(str(exc), _store_url(getattr(args, "store", None))))
     except (OSError, ValueError) as exc:  # a file we cannot use; input a layer below refused
+        if _STOPS:
+            return _stopped(args, task, _STOPS[0])
         return _fail(args, str(exc))
     except KeyboardInterrupt:
-        where = "; it keeps its last checkpoint: run the same command again to resume it" \
-            if args.command == "run" else ""
-        print(f"interrupted (Ctrl-C): {task} stopped{where}", file=sys.stderr)
-        return 130
+        return _stopped(args, task, signal.SIGINT)
     except _Terminated:
-        where = "; it keeps its last checkpoint: run the same command again to resume it" \
-            if args.command == "run" else ""
-        print(f"terminated (SIGTERM): {task} stopped{where}", file=sys.stderr)
-        return 143
+        return _stopped(args, task, signal.SIGTERM)
     except Exception as exc:  # a bug of ours: one line, the traceback with -v
+        if _STOPS:  # a library turned the signal's exception into one of its own
+            return _stopped(args, task, _STOPS[0])
         if args.verbose:
-            traceback.print_exc()
+            print(redact_text(traceback.format_exc(), _secrets(args)), end="", file=sys.stderr)
         return _fail(args, f"unexpected {type(exc).__name__}: {exc} (run with -v before the "
                      "command for the traceback, and please report it)")
     finally:
         if previous_sigterm is not None:
             signal.signal(signal.SIGTERM, previous_sigterm)
+        if previous_sigint is not None:
+            signal.signal(signal.SIGINT, previous_sigint)

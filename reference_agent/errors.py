@@ -9,6 +9,10 @@ in a state from which the task can be resumed (or inspected, when it failed for 
 
 from __future__ import annotations
 
+from stores import CorruptCheckpointError
+
+from .validation import InvalidHistoryError
+
 __all__ = [
     "AgentStoppedError",
     "ContextWindowExceededError",
@@ -18,6 +22,7 @@ __all__ = [
     "TaskFailedError",
     "TaskOwnedElsewhereError",
     "UnexpectedStopReasonError",
+    "UnresumableHistoryError",
 ]
 
 
@@ -64,3 +69,26 @@ class UnexpectedStopReasonError(AgentStoppedError):
 
 class TaskFailedError(AgentStoppedError):
     """The task's checkpoint says it failed earlier; running it again does not retry it."""
+
+
+class UnresumableHistoryError(CorruptCheckpointError, InvalidHistoryError):
+    """A stored history that no repair makes valid for the Messages API.
+
+    Raised on resume before any request and before anything is written: the stored data is
+    left as it is. It is a :class:`~stores.CorruptCheckpointError` (delete the task, or
+    restore it) and an :class:`~reference_agent.InvalidHistoryError` (``path`` and
+    ``detail`` say what the API would refuse).
+
+    >>> error = UnresumableHistoryError("t1", InvalidHistoryError("messages.0.role", "bad role"))
+    >>> isinstance(error, ValueError), error.path
+    (True, 'messages.0.role')
+    """
+
+    def __init__(self, task_id: str, problem: InvalidHistoryError) -> None:
+        reason = f"its message history cannot be resumed, even repaired ({problem})"
+        # Both bases set their own message: take the store's wording, whole.
+        Exception.__init__(self, str(CorruptCheckpointError(task_id, reason)))
+        self.task_id = task_id
+        self.reason = reason
+        self.path = problem.path
+        self.detail = problem.detail

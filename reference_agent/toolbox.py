@@ -504,6 +504,11 @@ class Toolbox:
                 specs.append(_spec_of(item, f"Toolbox.from_functions: argument {index}"))
         names = {spec.name for spec in specs}
         for label, declared in (("kinds", kinds), ("inputs", inputs)):
+            if declared is not None and not isinstance(declared, Mapping):
+                raise TypeError(
+                    f"Toolbox.from_functions: {label} must be a dict {{tool name: "
+                    f"{'kind' if label == 'kinds' else 'inputs'}}}, not a {type(declared).__name__}"
+                )
             unknown = sorted(set(declared or ()) - names)
             if unknown:
                 raise ValueError(f"Toolbox.from_functions: {label} names {unknown}, which are not tools here; the tools are {sorted(names)}")

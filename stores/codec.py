@@ -71,6 +71,11 @@ MAX_INT_DIGITS = 4300
 # One encoder for every call: ``json.dumps`` with these options builds a new one each time.
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 _HEAD_EXCLUDE = {"messages"}
+# Every save writes each of these keys into the head (the schema has not changed since
+# version 1): a head without one is damaged. Filling it with the default instead would
+# turn a lost ledger into an empty one, or a completed task into a running one, and the
+# resume would repeat irreversible actions.
+_HEAD_KEYS = tuple(name for name in Checkpoint.model_fields if name not in _HEAD_EXCLUDE)
 _LONG_DIGITS = re.compile(rb"\d{%d}" % (MAX_INT_DIGITS + 1))
 # A JSON text scanned without building it: strings (skipped whole), brackets, ':' and ','.
 _TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}:,]|-?\d+')
@@ -542,6 +547,11 @@ def _check_head(task_id: str, head: Any) -> dict[str, Any]:
     if stored_id != task_id:
         raise CorruptCheckpointError(
             task_id, f"stored head belongs to task {stored_id!r}, not {task_id!r}"
+        )
+    missing = [key for key in _HEAD_KEYS if key not in head]
+    if missing:
+        raise CorruptCheckpointError(
+            task_id, f"stored head has no {', '.join(missing)} (every save writes {'it' if len(missing) == 1 else 'them'})"
         )
     return head
 

@@ -318,6 +318,21 @@ class PostgresStore:
                 f"{self.table_prefix}* do not exist (nothing was created). Check the "
                 "database and table_prefix in the store URL"
             )
+        # A newer layout is refused here too, as on a migrating open: this code would
+        # misread its rows, and a delete would leave what it does not know of.
+        found = conn.execute("SELECT to_regclass(%s)", (self.tables["migrations"],)).fetchone()
+        if found is not None and found[0] is not None:
+            layout = conn.execute(self._queries.current_layout).fetchone()
+            current = int(layout[0]) if layout and layout[0] is not None else 0
+            self._refuse_newer_layout(current)
+
+    def _refuse_newer_layout(self, current: int) -> None:
+        known = len(self._queries.migrations)
+        if current > known:
+            raise StoreUnavailableError(
+                f"PostgreSQL store {self.url}: tables {self.table_prefix}* have layout "
+                f"{current}, newer than this code's {known}; upgrade pytest-agentckpt"
+            )
 
     def _migrate(self, conn: psycopg.Connection[Any]) -> None:
         q = self._queries
@@ -332,12 +347,7 @@ class PostgresStore:
             conn.execute(q.create_migrations)
             row = conn.execute(q.current_layout).fetchone()
             current = int(row[0]) if row and row[0] is not None else 0
-            if current > len(q.migrations):
-                raise StoreUnavailableError(
-                    f"PostgreSQL store {self.url}: tables {self.table_prefix}* have layout "
-                    f"{current}, newer than this code's {len(q.migrations)}; upgrade "
-                    "pytest-agentckpt"
-                )
+            self._refuse_newer_layout(current)
             for number, statements in enumerate(q.migrations, start=1):
                 if number <= current:
                     continue

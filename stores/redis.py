@@ -228,6 +228,11 @@ class RedisStore:
         self.ttl = _check_ttl(ttl)
         self._ttl_ms = None if self.ttl is None else math.ceil(self.ttl * 1000)
         self._redis = _import_redis()
+        if not callable(getattr(client, "register_script", None)):
+            raise TypeError(
+                f"client must be a redis.Redis client, not {type(client).__name__}; for a URL "
+                "use RedisStore.from_url(url) or stores.open_store(url)"
+            )
         self._client = client
         self.key_prefix = key_prefix
         self.url = redact_url(url)
@@ -345,6 +350,16 @@ class RedisStore:
                 f"({redact_text(str(exc), self._secrets)}): check "
                 "that redis-server is running, that host, port and database in the URL are "
                 "right, and for TLS servers that the URL says rediss://"
+            ) from None
+        except redis.ResponseError as exc:
+            if "WRONGTYPE" not in str(exc):
+                raise
+            # A key of the store (its index, say) holds another kind of value.
+            raise StoreUnavailableError(
+                f"Redis at {self.url}: a key under key_prefix {self.key_prefix!r} holds a "
+                f"value of another kind, so it cannot {what} "
+                f"({redact_text(str(exc), self._secrets)}): another program writes under "
+                "this prefix; give the store a key_prefix of its own, or remove that key"
             ) from None
 
     # -- CheckpointStore ----------------------------------------------------------------

@@ -141,12 +141,13 @@ class SQLiteStore:
         ttl: float | str | None = None,
         create: bool = True,
     ) -> None:
-        if synchronous.lower() not in _SYNCHRONOUS:
+        if not isinstance(synchronous, str) or synchronous.lower() not in _SYNCHRONOUS:
             raise ValueError(
                 f"synchronous must be one of {', '.join(_SYNCHRONOUS)}, not {synchronous!r}"
             )
-        if busy_timeout_ms < 0:
-            raise ValueError(f"busy_timeout_ms must be >= 0, not {busy_timeout_ms}")
+        if isinstance(busy_timeout_ms, bool) or not isinstance(busy_timeout_ms, int) \
+                or busy_timeout_ms < 0:
+            raise ValueError(f"busy_timeout_ms must be an int >= 0, not {busy_timeout_ms!r}")
         #: Seconds after their last save that finished checkpoints expire (None: never).
         self.ttl = parse_ttl(ttl)
         self.path = Path(path)

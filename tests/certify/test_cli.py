@@ -78,6 +78,53 @@ def test_unknown_contract_and_missing_argument_exit_2(capsys: pytest.CaptureFixt
     assert main([]) == 2
 
 
+@pytest.mark.parametrize(("where", "says"), [
+    ("missing/r.json", "does not exist"),
+    (".", "that is a directory"),
+])
+@pytest.mark.parametrize("option", ["--json", "--markdown"])
+def test_a_report_path_that_cannot_be_written_is_refused_before_the_run(
+    option: str, where: str, says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    # It was a traceback after the whole run, and the report was lost.
+    path = tmp_path / where
+    assert main(["certify", "pytest_agentckpt.certify.builtin:memory", "--quick", option, str(path)]) == 2
+    captured = capsys.readouterr()
+    assert f"{option} {path}: " in captured.err and says in captured.err
+    assert "certifying" not in captured.err  # refused before anything ran
+    assert not (tmp_path / "missing").exists()
+
+
+def test_a_report_that_fails_to_be_written_after_the_run_is_one_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def full(self: Path, *args: object, **kwargs: object) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", full)
+    code = main(["certify", "pytest_agentckpt.certify.builtin:memory", "--quick", "--only", "round_trip",
+                 "--json", str(tmp_path / "r.json")])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert "Traceback" not in captured.err
+    assert "cannot write the report (No space left on device); the report above is complete" in captured.err
+    assert "round_trip" in captured.out
+
+
+def test_ctrl_c_during_a_run_is_one_line_and_status_130_not_a_traceback(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import pytest_agentckpt.certify as certify_module
+
+    def interrupted(*args: object, **kwargs: object) -> object:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(certify_module, "certify", interrupted)
+    assert main(["certify", "pytest_agentckpt.certify.builtin:memory", "--quick"]) == 130
+    err = capsys.readouterr().err
+    assert "interrupted (Ctrl-C): stopped without a verdict; it deleted what it wrote" in err
+
+
 def test_help_lists_the_certify_options(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["certify", "--help"]) == 0
     out = capsys.readouterr().out

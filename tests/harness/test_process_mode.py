@@ -251,6 +251,26 @@ def test_systematic_in_process_mode_checks_the_points_memory_mode_does() -> None
     assert points["process"] == points["memory"] and points["process"] is not None and points["process"] >= 4
 
 
+@pytest.mark.parametrize(("kwargs", "says"), [
+    ({"goal": ""}, "goal: the goal is empty"),        # was an oracle failure of the agent
+    ({"goal": 5}, "goal: the goal must be a string"),
+    ({"fault_kinds": []}, "fault_kinds is empty"),    # was a run with no fault, passing
+    ({"max_steps": "3"}, "max_steps must be an int >= 0"),  # was a TypeError from '<'
+    ({"max_parallel": None}, "max_parallel must be an int >= 1"),
+    ({"max_examples": True}, "max_examples must be a positive int"),
+])
+def test_bad_fuzz_arguments_are_refused_before_any_example_runs(kwargs: dict[str, Any], says: str) -> None:
+    with pytest.raises(ValueError, match=says):
+        fuzz(REFERENCE, TOOLS, **{"max_examples": 1, **kwargs})
+
+
+def test_run_or_tools_that_cannot_be_imported_name_the_argument() -> None:
+    with pytest.raises(ValueError, match=r"run: cannot import 'tests\.nowhere:agent' \(ModuleNotFoundError"):
+        fuzz("tests.nowhere:agent", TOOLS, max_examples=1)
+    with pytest.raises(ValueError, match=r"tools: cannot import 'tests\.harness\.toolkit:nothing' \(AttributeError"):
+        fuzz(REFERENCE, "tests.harness.toolkit:nothing", max_examples=1)
+
+
 def test_bad_history_and_ignore_oracles_are_refused_naming_the_argument() -> None:
     for mode in ("memory", "process"):
         with pytest.raises(ValueError, match="history must be a function checkpoint -> messages"):

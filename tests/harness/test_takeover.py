@@ -20,7 +20,7 @@ import reference_agent
 from pytest_agentckpt import NotCheckableWarning, Plan, Step, TakeoverFailure, ToolCall, takeover
 from tests.buggy_agents import common_design, overwrite_on_conflict
 from tests.buggy_agents._loop import Bugs, make_agent
-from tests.harness.toolkit import toolbox
+from tests.harness.toolkit import search, toolbox
 from tests.zoo.agents import SOUND as ZOO
 from tests.zoo.agents import AsyncToolbox
 from tests.zoo.designs import SOUND as DESIGNS
@@ -176,6 +176,24 @@ def test_bad_arguments_are_refused_with_what_to_do() -> None:
         takeover(REFERENCE, toolbox(), examples=0)
     with pytest.raises(ValueError, match="wait must be a positive number"):
         takeover(REFERENCE, toolbox(), wait=0)
+    # Each mistake is refused before any plan runs, saying what to pass (it was an
+    # AttributeError deep inside a run, or went unnoticed: client="bogus", max_points=0).
+    for kwargs, error, says in [
+        ({"tools": 5}, TypeError, "tools must be a toolbox"),
+        ({"tools": [search]}, TypeError, "tools must be a toolbox"),
+        ({"run": 5}, TypeError, "run must be a callable"),
+        ({"run": "tests.nowhere:agent"}, ValueError, "run: cannot import 'tests.nowhere:agent'"),
+        ({"client": "bogus"}, ValueError, "client must be 'sdk' or 'direct'"),
+        ({"max_points": 0}, ValueError, "max_points must be an int >= 1"),
+        ({"seed": "x"}, ValueError, "seed must be an int"),
+        ({"plans": [5]}, ValueError, "plans must be a Plan or a non-empty list of Plan"),
+        ({"plans": []}, ValueError, "plans must be a Plan or a non-empty list of Plan"),
+        ({"goal": " "}, ValueError, "goal: the goal is empty"),
+        ({"store": "bogus://x"}, ValueError, "unknown store scheme"),
+    ]:
+        arguments: dict[str, Any] = {"run": REFERENCE, "tools": toolbox(), "plans": [PLAN], **kwargs}
+        with pytest.raises(error, match=says):
+            takeover(arguments.pop("run"), arguments.pop("tools"), **arguments)
     never_done = make_agent(Bugs(), max_iterations=1)
     with pytest.raises(ValueError, match="does not complete the plan without faults"):
         takeover(never_done, toolbox(), plans=[PLAN])

@@ -300,9 +300,55 @@ def test_an_invalid_stored_history_fails_before_any_request() -> None:
     h = Harness()
     h.store.inner.save(Checkpoint(task_id="task", goal="g", messages=[
         {"role": "user", "content": [{"type": "text", "text": "  "}]}]))
-    with pytest.raises(InvalidHistoryError):
+    with pytest.raises(InvalidHistoryError) as raised:
         h.run()
     assert h.api.exchanges == []
+    # Refused before the repair's save: the task names its delete command in the CLI.
+    assert isinstance(raised.value, CorruptCheckpointError)
+    assert h.store.saves == 0
+
+
+@pytest.mark.parametrize("stored", [
+    [{"role": "user"}],                                       # no content: repair drops it
+    [{"role": "user", "content": [{"type": "tool_result"}]}],  # an orphan result only
+    [{"role": "robot", "content": "hi"}],
+    [{"role": "assistant", "content": "hi"}, {"role": "user", "content": "go"}],
+])
+def test_a_stored_history_repair_cannot_mend_is_corrupt_and_left_as_it_is(
+    stored: list[dict[str, Any]],
+) -> None:
+    h = Harness()
+    h.store.inner.save(Checkpoint(task_id="task", goal="g", messages=stored))
+    with pytest.raises(CorruptCheckpointError, match="cannot be resumed"):
+        h.run()
+    assert h.api.exchanges == [] and h.store.saves == 0
+    loaded = h.store.inner.load("task")
+    assert loaded is not None and loaded.messages == stored
+
+
+def test_a_wrong_client_store_or_tools_is_a_type_error_before_anything_is_written() -> None:
+    store = MemoryStore()
+    client = FakeMessagesAPI(demo_plan()).client()
+    tools = Toolbox([])
+    for kwargs, says in [
+        ({"store": None}, "store must be a checkpoint store"),
+        ({"store": "memory://"}, "store must be a checkpoint store"),
+        ({"tools": [print]}, "tools must be a Toolbox"),
+        ({"client": None}, "client must be an anthropic.Anthropic client"),
+    ]:
+        arguments: dict[str, Any] = {"client": client, "store": store, "tools": tools, **kwargs}
+        with pytest.raises(TypeError, match=says):
+            run("task", "g", **arguments)
+    assert store.load("task") is None
+
+
+def test_agent_state_in_the_metadata_that_is_not_an_object_is_corrupt() -> None:
+    h = Harness()
+    h.store.inner.save(Checkpoint(task_id="task", goal="g", messages=[{"role": "user", "content": "g"}],
+                                  metadata={"reference_agent": "x"}))
+    with pytest.raises(CorruptCheckpointError, match="metadata\\['reference_agent'\\]"):
+        h.run()
+    assert h.api.exchanges == [] and h.store.saves == 0
 
 
 def test_checkpoint_every_n_saves_less_and_still_acts_once(crash_free: Harness) -> None:

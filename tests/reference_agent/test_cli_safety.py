@@ -154,6 +154,21 @@ ERROR_PATHS = [
               ["run", "--task-id", "t", "--goal", "g", "--base-url", "{closed}",
                "--store", "sqlite:///c.db", "--json"],
               "run the same command again to resume it"),
+    ErrorPath("--base-url with a password, the API unreachable",
+              ["run", "--task-id", "t", "--goal", "g", "--base-url", "{closed_with_password}",
+               "--store", "sqlite:///c.db"], "http://agent:***@127.0.0.1"),
+    ErrorPath("ANTHROPIC_BASE_URL with a password, the API unreachable",
+              ["run", "--task-id", "t", "--goal", "g", "--model", "claude-x",
+               "--store", "sqlite:///c.db", "--json"],
+              "http://agent:***@127.0.0.1", env={"ANTHROPIC_API_KEY": "bogus",
+                                                 "ANTHROPIC_BASE_URL": "{closed_with_password}"}),
+    ErrorPath("--world is a directory", ["run", "--task-id", "t", "--goal", "g",
+                                         "--store", "sqlite:///c.db", "--world", "w"],
+              "--world w: that is a directory", setup=lambda tmp: (tmp / "w").mkdir()),
+    ErrorPath("--world is not a database", ["run", "--task-id", "t", "--goal", "g",
+                                            "--store", "sqlite:///c.db", "--world", "w.db"],
+              "--world w.db: cannot use it as the World's SQLite file (file is not a database)",
+              setup=lambda tmp: _write(tmp / "w.db", "not a database")),
     ErrorPath("unknown store scheme", ["list", "--store", "bogus://x"], "unknown store scheme"),
     ErrorPath("missing task", ["status", "missing", "--store", "memory://"],
               "no checkpoint for task 'missing'"),
@@ -173,11 +188,50 @@ ERROR_PATHS = [
     ErrorPath("corrupt checkpoint", ["status", "t", "--store", "sqlite:///c.db", "--json"],
               "python -m reference_agent delete t --store sqlite:///c.db",
               setup=lambda tmp: _corrupt_sqlite_task(tmp / "c.db", "t")),
+    ErrorPath("a stored history no repair mends", ["run", "--task-id", "t", "--goal", "g",
+                                                  "--store", "sqlite:///c.db"],
+              "python -m reference_agent delete t --store sqlite:///c.db",
+              setup=lambda tmp: _stored(tmp / "c.db", "t", [{"role": "user"}])),
+    ErrorPath("agent state that is not an object", ["run", "--task-id", "t", "--goal", "g",
+                                                    "--store", "sqlite:///c.db"],
+              "metadata['reference_agent'] is a JSON str",
+              setup=lambda tmp: _stored(tmp / "c.db", "t", [{"role": "user", "content": "g"}],
+                                        {"reference_agent": "x"})),
     ErrorPath("a task that failed before", ["run", "--task-id", "t", "--goal", "g",
                                             "--store", "sqlite:///c.db"],
               "the task failed earlier",
               setup=lambda tmp: _failed_task(tmp / "c.db", "t")),
 ]
+
+
+def _stored(path: Path, task_id: str, messages: list[dict[str, Any]],
+            metadata: dict[str, Any] | None = None) -> None:
+    store = open_store(f"sqlite:///{path}")
+    store.save(Checkpoint(task_id=task_id, messages=messages, metadata=metadata or {}))
+    store.close()
+
+
+@pytest.mark.parametrize("argv", [
+    ["-v", "list", "--store", "s3://bucket/p?endpoint_url=http://key:{password}@127.0.0.1:{port}"],
+    ["-v", "run", "--task-id", "t", "--goal", "g", "--store", "sqlite:///c.db",
+     "--base-url", "http://agent:{password}@127.0.0.1:{port}"],
+], ids=["S3 endpoint", "base URL"])
+def test_verbose_logs_of_the_drivers_never_show_a_password(argv: list[str], tmp_path: Path) -> None:
+    # botocore and httpx log the URLs they were given at DEBUG level.
+    port = _free_port()
+    done = _cli([a.format(password=_PASSWORD, port=port) for a in argv], tmp_path, timeout=120)
+    assert done.returncode == 1
+    assert "DEBUG" in done.stderr and "***@127.0.0.1" in done.stderr
+    assert _PASSWORD not in done.stderr + done.stdout
+
+
+def test_inspect_shows_damaged_content_as_it_is_stored(tmp_path: Path) -> None:
+    _stored(tmp_path / "c.db", "t", [{"role": "user", "content": 5},
+                                     {"role": "assistant", "content": ["loose text"]}])
+    done = _cli(["inspect", "t", "--store", "sqlite:///c.db"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "(not a content block: 5)" in done.stdout
+    assert "(not a content block: loose text)" in done.stdout
 
 
 def _failed_task(path: Path, task_id: str) -> None:
@@ -187,11 +241,16 @@ def _failed_task(path: Path, task_id: str) -> None:
     store.close()
 
 
+_PASSWORD = "hunter2secret"  # in a URL of some error paths: never in any output
+
+
 @pytest.mark.parametrize("path", ERROR_PATHS, ids=[p.name for p in ERROR_PATHS])
 def test_every_cli_error_path_is_one_error_line_and_a_non_zero_exit(
     path: ErrorPath, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    values: dict[str, str] = {"closed": f"http://127.0.0.1:{_free_port()}",
+    port = _free_port()
+    values: dict[str, str] = {"closed": f"http://127.0.0.1:{port}",
+                              "closed_with_password": f"http://agent:{_PASSWORD}@127.0.0.1:{port}",
                               "prefix": f"clitest-{uuid.uuid4().hex[:8]}:"}
     text = " ".join(str(a) for a in path.argv) + " ".join(path.env.values())
     if "{redis" in text:
@@ -212,6 +271,7 @@ def test_every_cli_error_path_is_one_error_line_and_a_non_zero_exit(
     errors = [line for line in lines if line.startswith("error:")]
     assert done.returncode == path.status, done.stderr
     assert "Traceback" not in done.stderr + done.stdout
+    assert _PASSWORD not in done.stderr + done.stdout
     assert len(errors) == 1, done.stderr
     assert path.says in errors[0]
     if "--json" in argv:
@@ -533,6 +593,32 @@ def _signal_once(reached: list[str]) -> None:
         os.kill(os.getpid(), signal.SIGINT)
         reached.append("the action finished")
     reached.append("not reached")
+
+
+@pytest.mark.parametrize(("signum", "status", "says"), [
+    (signal.SIGINT, 130, "interrupted (Ctrl-C): task 't' stopped"),
+    (signal.SIGTERM, 143, "terminated (SIGTERM): task 't' stopped"),
+])
+def test_a_stop_signal_a_library_wrapped_in_its_own_error_is_still_a_stop(
+    signum: int, status: int, says: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    # pydantic turns a KeyboardInterrupt raised while it builds a schema into a SchemaError:
+    # Ctrl-C at that moment was "error: unexpected SchemaError ... KeyboardInterrupt".
+    import reference_agent.cli as cli
+
+    def wrapping(args: Any) -> int:
+        try:
+            signal.raise_signal(signum)
+        except BaseException as exc:
+            raise RuntimeError(f"Error building validator: {type(exc).__name__}") from None
+        return 0
+
+    monkeypatch.setattr(cli, "cmd_status", wrapping)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert main(["status", "t", "--store", "memory://"]) == status
+    err = capsys.readouterr().err
+    assert says in err and "unexpected" not in err
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
 
 
 def test_a_second_signal_during_an_action_is_delivered_at_once() -> None:

@@ -196,6 +196,9 @@ def test_a_newer_table_layout_is_refused(store: PostgresStore, pg_url: str) -> N
         conn.execute(f"INSERT INTO {store.tables['migrations']} (version) VALUES (99)".encode())
     with pytest.raises(StoreUnavailableError, match="newer"):
         PostgresStore.from_url(pg_url)
+    # A read-only open too (it read and deleted rows of the newer layout).
+    with pytest.raises(StoreUnavailableError, match="layout 99, newer than this code's"):
+        PostgresStore.from_url(pg_url, create=False)
     with store._connect() as conn:
         conn.execute(f"DELETE FROM {store.tables['migrations']} WHERE version = 99".encode())
 

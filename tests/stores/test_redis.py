@@ -178,6 +178,27 @@ def test_damaged_data_raises_corrupt_never_none(
         fake_store.load("t")
 
 
+@pytest.mark.parametrize("client", [None, "redis://127.0.0.1:6379/0"])
+def test_a_client_that_is_no_redis_client_is_a_type_error_saying_what_to_pass(client: Any) -> None:
+    with pytest.raises(TypeError, match=r"client must be a redis\.Redis client.*RedisStore\.from_url"):
+        RedisStore(client)
+
+
+def test_an_index_key_of_another_kind_is_a_store_error_naming_the_prefix(
+    fake_client: Any, fake_store: RedisStore
+) -> None:
+    # Another program wrote at the store's index key: listing and deleting were a bare
+    # redis ResponseError (the CLI's "unexpected ResponseError").
+    fake_store.save(Checkpoint(task_id="t"))
+    index = fake_store.raw_keys("t")[2]
+    fake_client.delete(index)
+    fake_client.set(index, b"not a set")
+    for call in (fake_store.list_checkpoints, lambda: fake_store.delete("t")):
+        with pytest.raises(StoreUnavailableError, match="a key under key_prefix 'unit:' holds a value of another kind"):
+            call()
+    assert fake_client.get(index) == b"not a set"
+
+
 def test_saving_over_a_non_integer_version_raises_corrupt(
     fake_client: Any, fake_store: RedisStore
 ) -> None:

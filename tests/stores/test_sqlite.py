@@ -15,6 +15,7 @@ import pytest
 import stores.sqlite
 from pytest_agentckpt.certify import Outcome, StoreFactory, certify
 from stores import (
+    ActionRecord,
     Checkpoint,
     CheckpointStore,
     ConflictError,
@@ -214,6 +215,40 @@ def test_damaged_rows_raise_corrupt_checkpoint(
     # A fresh store on the same file says the same: nothing is cached.
     with SQLiteStoreContext(db_path) as other, pytest.raises(CorruptCheckpointError):
         other.load("t1")
+
+
+@pytest.mark.parametrize(("kwargs", "says"), [
+    ({"synchronous": 1}, "synchronous must be one of"),        # was an AttributeError
+    ({"busy_timeout_ms": "5000"}, "busy_timeout_ms must be an int >= 0"),  # a TypeError from '<'
+    ({"busy_timeout_ms": -1}, "busy_timeout_ms must be an int >= 0"),
+])
+def test_bad_constructor_options_are_a_value_error_naming_them(
+    tmp_path: Path, kwargs: dict[str, Any], says: str
+) -> None:
+    with pytest.raises(ValueError, match=says):
+        SQLiteStore(tmp_path / "c.db", **kwargs)
+    assert not (tmp_path / "c.db").exists()
+
+
+@pytest.mark.parametrize("key", ["actions", "status", "iteration", "completed_tasks", "version"])
+def test_a_head_missing_a_key_every_save_writes_is_corrupt_not_filled_with_a_default(
+    store: SQLiteStore, db_path: Path, key: str
+) -> None:
+    # A default would turn a lost ledger into an empty one, or a completed task into a
+    # running one: the resume would repeat irreversible actions.
+    checkpoint = _saved_with_messages(store)
+    checkpoint.status = "completed"
+    checkpoint.iteration = 3
+    checkpoint.actions = [ActionRecord(tool_use_id="toolu_1", tool_name="send", input={},
+                                       idempotency_key="k1", state="done")]
+    store.save(checkpoint)
+    with _raw(db_path) as raw:
+        raw.execute("UPDATE checkpoints SET head = CAST(json_remove(CAST(head AS TEXT), ?) AS BLOB)",
+                    (f"$.{key}",))
+    with pytest.raises(CorruptCheckpointError, match=f"stored head has no {key}"):
+        store.load("t1")
+    with pytest.raises(CorruptCheckpointError, match=f"stored head has no {key}"):
+        store.list_checkpoints()
 
 
 def test_damaged_head_is_reported_by_listing_too(store: SQLiteStore, db_path: Path) -> None:

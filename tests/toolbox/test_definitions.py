@@ -137,6 +137,16 @@ def test_something_that_is_no_tool_is_refused_naming_the_argument() -> None:
         Toolbox.from_functions(search, 42)
 
 
+@pytest.mark.parametrize("argument", ["kinds", "inputs"])
+def test_kinds_or_inputs_that_are_not_a_dict_are_refused_naming_the_argument(argument: str) -> None:
+    def lookup(query: str) -> str:
+        """Look up."""
+        return query
+
+    with pytest.raises(TypeError, match=f"{argument} must be a dict"):
+        Toolbox.from_functions(lookup, **{argument: ["lookup"]})
+
+
 def test_two_tools_with_one_name_are_refused() -> None:
     with pytest.raises(ValueError, match="two tools are named 'search'"):
         Toolbox.from_functions(search, {"search": send_email})
