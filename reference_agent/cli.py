@@ -65,7 +65,7 @@ class _Terminated(BaseException):
 
 def _short(value: Any, limit: int = 70) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    text = " ".join(text.split())
+    text = _shown(" ".join(text.split()))
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -430,14 +430,14 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(summary)
         return 0
-    print(f"{cp.task_id}: {cp.status} at iteration {cp.iteration} (checkpoint v{cp.version}, "
+    print(f"{_shown(cp.task_id)}: {cp.status} at iteration {cp.iteration} (checkpoint v{cp.version}, "
           f"{len(cp.messages)} messages, updated {cp.updated_at:%Y-%m-%d %H:%M:%S} UTC)")
     print(f"  irreversible actions: {actions['done']} done, {actions['intent']} pending intent, "
           f"{actions['unknown']} unknown outcome")
     if cp.final_answer is not None:
-        print(f"  answer: {cp.final_answer}")
+        print(f"  answer: {_shown(cp.final_answer, keep=chr(10) + chr(9))}")
     if summary["failure"]:
-        print(f"  failure: {summary['failure']}")
+        print(_shown(f"  failure: {summary['failure']}"))
     return 0
 
 
@@ -456,7 +456,7 @@ def _readable_listing(
 
 
 def _report_unreadable(task_id: str, store_url: str | None) -> None:
-    print(f"skipped {task_id}: unreadable, left as it is "
+    print(f"skipped {_shown(task_id)}: unreadable, left as it is "
           f"(to delete it: {_delete_command(task_id, store_url)})", file=sys.stderr)
 
 
@@ -477,10 +477,10 @@ def cmd_list(args: argparse.Namespace) -> int:
         readable = "readable " if unreadable else ""
         print(f"no {readable}checkpoints" + (f" with status {args.status}" if args.status else ""))
         return failed
-    width = max(len(r.task_id) for r in rows)
+    width = max(len(_shown(r.task_id)) for r in rows)
     print(f"{'TASK':<{width}}  {'STATUS':<9}  {'ITER':>4}  {'VER':>4}  UPDATED (UTC)")
     for r in rows:
-        print(f"{r.task_id:<{width}}  {r.status:<9}  {r.iteration:>4}  {r.version:>4}  "
+        print(f"{_shown(r.task_id):<{width}}  {r.status:<9}  {r.iteration:>4}  {r.version:>4}  "
               f"{r.updated_at:%Y-%m-%d %H:%M:%S}")
     return failed
 
@@ -556,13 +556,39 @@ def cmd_prune(args: argparse.Namespace) -> int:
     print(f"{verb} {len(pruned)} {'/'.join(statuses)} checkpoint{'s' * (len(pruned) != 1)} "
           f"last saved before {cutoff:%Y-%m-%d %H:%M:%S} UTC")
     for entry in pruned:
-        print(f"  {entry['task_id']}  {entry['status']}  {entry['updated_at'][:19]}")
+        print(f"  {_shown(entry['task_id'])}  {entry['status']}  {entry['updated_at'][:19]}")
     return 1 if skipped else 0
+
+
+def _shown(text: str, keep: str = "") -> str:
+    """``text`` safe to print on a terminal: each character that is not printable (a
+    newline, an escape sequence's ESC, a bidi control) written as its escape, so that a
+    stored task id or text cannot forge output lines or move the cursor; ``keep``: the
+    characters left as they are (the newlines and tabs of a multi-line answer).
+
+    >>> _shown("t1"), _shown("a\\nb\\x1b[2J"), _shown("one\\ntwo", keep="\\n")
+    ('t1', 'a\\\\nb\\\\x1b[2J', 'one\\ntwo')
+    """
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c in keep else repr(c)[1:-1] for c in text)
+
+
+def _shell_quoted(text: str) -> str:
+    """``text`` as one shell word that a terminal shows as it is: ``shlex.quote`` for a
+    printable text, bash's ``$'...'`` with escapes for one that is not."""
+    if text.isprintable():
+        return shlex.quote(text)
+    escaped = "".join(
+        c if c.isprintable() and c not in "\\'" else ("\\" + c if c in "\\'" else f"\\U{ord(c):08x}")
+        for c in text
+    )
+    return f"$'{escaped}'"
 
 
 def _delete_command(task_id: str, store_url: str | None) -> str:
     store = f" --store {shlex.quote(redact_url(store_url))}" if store_url else ""
-    return f"{_PROG} delete {shlex.quote(task_id)}{store}"
+    return f"{_PROG} delete {_shell_quoted(task_id)}{store}"
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
@@ -634,13 +660,13 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(cp.model_dump(mode="json"))
         return 0
-    print(f"task {cp.task_id}  status={cp.status}  iteration={cp.iteration}  version={cp.version}")
-    print(f"goal: {cp.goal}")
+    print(f"task {_shown(cp.task_id)}  status={cp.status}  iteration={cp.iteration}  version={cp.version}")
+    print(f"goal: {_shown(cp.goal, keep=chr(10) + chr(9))}")
     print(f"created {cp.created_at:%Y-%m-%d %H:%M:%S}  updated {cp.updated_at:%Y-%m-%d %H:%M:%S} UTC")
     if cp.final_answer is not None:
-        print(f"final answer: {cp.final_answer}")
+        print(f"final answer: {_shown(cp.final_answer, keep=chr(10) + chr(9))}")
     if _failure(cp):
-        print(f"failure: {_failure(cp)}")
+        print(_shown(f"failure: {_failure(cp)}"))
     user_metadata = {k: v for k, v in cp.metadata.items() if k != "reference_agent"}
     if user_metadata:
         print(f"metadata: {_short(user_metadata, 200)}")
@@ -648,7 +674,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     print(f"ledger ({len(cp.actions)} irreversible actions):")
     for a in cp.actions:
         result = _short(a.result.content, 40) if a.result else "-"
-        print(f"  {a.state:<7} {a.tool_name} [{a.tool_use_id}] key={a.idempotency_key[:22]}… {result}")
+        print(_shown(f"  {a.state:<7} {a.tool_name} [{a.tool_use_id}] key={a.idempotency_key[:22]}… {result}"))
     print(f"messages ({len(cp.messages)}):")
     for i, message in enumerate(cp.messages):
         content = message.get("content")
@@ -659,9 +685,9 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         else:
             blocks = [] if content is None else [content]
         first, *rest = [_describe_block(b) for b in blocks] or ["(empty)"]
-        print(f"  {i:>3} {message.get('role', '?'):<9} {first}")
+        print(_shown(f"  {i:>3} {message.get('role', '?'):<9} {first}"))
         for line in rest:
-            print(f"  {'':>3} {'':<9} {line}")
+            print(_shown(f"  {'':>3} {'':<9} {line}"))
     return 0
 
 

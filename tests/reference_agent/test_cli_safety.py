@@ -15,6 +15,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
@@ -470,6 +471,40 @@ def test_list_and_prune_name_an_unreadable_task_and_go_on_with_the_others(
             store.load("bad")  # left as it is
     finally:
         store.close()
+
+
+_FORGED_ID = "t\n+fake-row  completed\x1b[2J\u202e"  # a newline, a clear-screen sequence, a bidi override
+
+
+def test_a_task_id_with_control_characters_cannot_forge_output_or_move_the_cursor(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    store = open_store(url)
+    store.save(Checkpoint(task_id=_FORGED_ID, goal="line one\nline two\x1b[31m", status="completed",
+                          final_answer="done\n\tindented\x07",
+                          messages=[{"role": "user", "content": "go\x1b]0;title\x07"}]))
+    store.close()
+    time.sleep(0.01)
+    shown = "t\\n+fake-row  completed\\x1b[2J\\u202e"
+    for argv in (["list"], ["status", _FORGED_ID], ["inspect", _FORGED_ID],
+                 ["prune", "--older-than", "0.001s", "--dry-run"]):
+        assert main([*argv, "--store", url]) == 0, argv
+        out, err = capsys.readouterr()
+        assert "\x1b" not in out + err and "\u202e" not in out + err and "\x07" not in out, (argv, out)
+        assert shown in out, (argv, out)
+        assert "+fake-row" not in [line.split()[0] for line in out.splitlines() if line.split()], (argv, out)
+    # Multi-line texts keep their lines: only what moves the cursor or rings is escaped.
+    main(["status", _FORGED_ID, "--store", url])
+    out, _ = capsys.readouterr()
+    assert "answer: done\n\tindented\\x07" in out, out
+    # The delete command a report gives for such an id is one shell word that means it.
+    from reference_agent.cli import _delete_command
+
+    word = _delete_command(_FORGED_ID, None).split(" delete ", 1)[1]
+    assert "\x1b" not in word and "\n" not in word
+    done = subprocess.run(["bash", "-c", f"printf %s {word}"], capture_output=True, text=True, check=True)
+    assert done.stdout == _FORGED_ID
 
 
 # -- point 7: read-only commands create nothing -------------------------------------------------
