@@ -59,7 +59,7 @@ class MemoryStore:
         new and empty, and opening it creates nothing outside the process.
         """
         parts = split_url(url)
-        params = query_params(parts)
+        params = query_params(parts, url)
         check_params("memory://", url, params, ["ttl"])
         try:
             return cls((parts.netloc + parts.path).strip("/"), ttl=params.get("ttl"))

@@ -222,7 +222,7 @@ class PostgresStore:
         scheme = parts.scheme.split("+", 1)[0]
         if scheme not in ("postgresql", "postgres"):
             raise InvalidStoreURLError(f"{redact_url(url)!r} is not a postgresql:// URL")
-        params = query_params(parts)
+        params = query_params(parts, url)
         check_params(
             "PostgreSQL",
             url,

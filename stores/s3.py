@@ -216,7 +216,7 @@ class S3Store:
         (:class:`~stores.StoreNotFoundError`).
         """
         parts = split_url(url)
-        params = query_params(parts)
+        params = query_params(parts, url)
         if "ttl" in params:
             raise InvalidStoreURLError(f"{redact_url(url)!r}: {_NO_TTL}")
         check_params("S3", url, params, _PARAMS)

@@ -202,7 +202,7 @@ class SQLiteStore:
                 f"SQLite URL {redact_url(url)!r} names no file; use sqlite:///relative/path.db or "
                 "sqlite:////absolute/path.db (use memory:// for an in-process store)"
             )
-        params = query_params(parts)
+        params = query_params(parts, url)
         check_params("SQLite", url, params, ["busy_timeout", "synchronous", "ttl"])
         try:
             busy = int(params.get("busy_timeout", "10000"))
