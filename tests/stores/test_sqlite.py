@@ -102,6 +102,8 @@ def test_default_url_creates_its_directory(tmp_path: Path, monkeypatch: pytest.M
         ("sqlite:///:memory:", "memory://"),
         ("sqlite:///x.db?busy_timeout=soon", "busy_timeout"),
         ("sqlite:///x.db?synchronous=sometimes", "synchronous"),
+        ("sqlite:///x.db?synchronous=off", "synchronous=off is refused.*Use normal"),
+        ("sqlite:///x.db?synchronous=OFF", "synchronous=off is refused"),
         ("sqlite:///x.db?journal=delete", "unknown parameter"),
     ],
 )
@@ -219,6 +221,7 @@ def test_damaged_rows_raise_corrupt_checkpoint(
 
 @pytest.mark.parametrize(("kwargs", "says"), [
     ({"synchronous": 1}, "synchronous must be one of"),        # was an AttributeError
+    ({"synchronous": "off"}, "synchronous=off is refused"),    # was accepted, durable=False
     ({"busy_timeout_ms": "5000"}, "busy_timeout_ms must be an int >= 0"),  # a TypeError from '<'
     ({"busy_timeout_ms": -1}, "busy_timeout_ms must be an int >= 0"),
 ])
