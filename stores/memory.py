@@ -98,7 +98,7 @@ class MemoryStore:
         return checkpoint
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
-        task_id = check_task_id(checkpoint.task_id)
+        task_id = check_task_id(checkpoint.task_id, saving=True)
         now = utcnow()
         plan = self._tracker.plan(checkpoint)
         with self._lock:

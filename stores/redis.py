@@ -443,7 +443,7 @@ class RedisStore:
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
         """Compare-and-set on ``version``; writes only the new suffix of ``messages``."""
-        task_id = check_task_id(checkpoint.task_id)
+        task_id = check_task_id(checkpoint.task_id, saving=True)
         new_version = checkpoint.version + 1
         saved = checkpoint.model_copy(update={"version": new_version, "updated_at": utcnow()})
         head = encode_head(saved)

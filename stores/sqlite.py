@@ -395,7 +395,7 @@ class SQLiteStore:
         return checkpoint.model_copy(update={"version": version})
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
-        task_id = check_task_id(checkpoint.task_id)
+        task_id = check_task_id(checkpoint.task_id, saving=True)
         # Encode everything before touching the file: a ValueError (a lone surrogate, say)
         # must leave the store exactly as it was.
         plan = self._tracker.plan(checkpoint)

@@ -21,6 +21,7 @@ from stores import (
     ConflictError,
     CorruptCheckpointError,
     InvalidStoreURLError,
+    InvalidTaskIdError,
     StoreUnavailableError,
     open_store,
 )
@@ -602,3 +603,17 @@ def test_a_ttl_adds_conditions_not_statements(tmp_path: Path) -> None:
     assert len(statements[60.0]) == len(statements[None])
     assert not any("updated_at <" in s for s in statements[None])
     assert any("updated_at <" in s for s in statements[60.0])
+
+
+def test_a_nul_task_id_an_older_version_saved_can_still_be_loaded_and_deleted(
+    store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Saves now refuse NUL; an older version saved such ids. They are not stranded.
+    monkeypatch.setattr(stores.sqlite, "check_task_id", lambda task_id, saving=False: task_id)
+    saved = store.save(Checkpoint(task_id="old\x00id", goal="from before"))
+    monkeypatch.undo()
+    with pytest.raises(InvalidTaskIdError, match="NUL"):
+        store.save(saved)
+    assert store.load("old\x00id") == saved
+    store.delete("old\x00id")
+    assert store.load("old\x00id") is None
