@@ -59,6 +59,11 @@ def _certify(args: argparse.Namespace) -> int:
     unknown = sorted(set(only) - known)
     if unknown:
         raise _UsageError(f"--only: unknown contracts {unknown}; choose from {', '.join(sorted(known))}")
+    if args.only is not None and not only:
+        raise _UsageError(
+            f"--only {args.only!r} names no contract: give comma-separated ids from "
+            f"{', '.join(sorted(known))}, or leave --only out to run them all"
+        )
     # Children started by the process contracts import the factory again: make the
     # current directory importable for them as it is for us.
     if "" not in sys.path and str(Path.cwd()) not in sys.path:

@@ -285,11 +285,14 @@ def dumps(value: Any) -> bytes:
     return _encode(value, None, 0)
 
 
-def check_task_id(task_id: object) -> str:
+def check_task_id(task_id: object, *, saving: bool = False) -> str:
     """``task_id`` if a store may use it, else :class:`~stores.InvalidTaskIdError`.
 
     A task id is a non-empty string that is valid UTF-8 (no lone surrogates). Every
-    store checks it before any I/O.
+    store checks it before any I/O. ``saving``: also refuse a NUL character, which
+    PostgreSQL text cannot hold, so that a task id saved on one backend can be saved on
+    every one (``load`` and ``delete`` still take it: a checkpoint an older version
+    saved under such an id can be read and removed).
 
     >>> check_task_id("report-42")
     'report-42'
@@ -308,6 +311,12 @@ def check_task_id(task_id: object) -> str:
                 f"task id {task_id!r} is not valid UTF-8 (it holds a lone surrogate): use "
                 "an id made of real characters"
             ) from None
+    if saving and "\x00" in task_id:
+        raise InvalidTaskIdError(
+            f"task id {task_id!r} contains a NUL character, which PostgreSQL cannot store: "
+            "every store refuses it on save so that ids work on every backend; use an id "
+            "without NUL (nothing was written)"
+        )
     return task_id
 
 

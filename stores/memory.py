@@ -59,7 +59,7 @@ class MemoryStore:
         new and empty, and opening it creates nothing outside the process.
         """
         parts = split_url(url)
-        params = query_params(parts)
+        params = query_params(parts, url)
         check_params("memory://", url, params, ["ttl"])
         try:
             return cls((parts.netloc + parts.path).strip("/"), ttl=params.get("ttl"))
@@ -98,7 +98,7 @@ class MemoryStore:
         return checkpoint
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
-        task_id = check_task_id(checkpoint.task_id)
+        task_id = check_task_id(checkpoint.task_id, saving=True)
         now = utcnow()
         plan = self._tracker.plan(checkpoint)
         with self._lock:

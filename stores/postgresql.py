@@ -53,7 +53,6 @@ from .errors import (
     ConflictError,
     CorruptCheckpointError,
     InvalidStoreURLError,
-    InvalidTaskIdError,
     MissingDriverError,
     StoreNotFoundError,
     StoreUnavailableError,
@@ -222,7 +221,7 @@ class PostgresStore:
         scheme = parts.scheme.split("+", 1)[0]
         if scheme not in ("postgresql", "postgres"):
             raise InvalidStoreURLError(f"{redact_url(url)!r} is not a postgresql:// URL")
-        params = query_params(parts)
+        params = query_params(parts, url)
         check_params(
             "PostgreSQL",
             url,
@@ -402,11 +401,7 @@ class PostgresStore:
         return checkpoint.model_copy(update={"version": int(version)})
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
-        task_id = check_task_id(checkpoint.task_id)
-        if "\x00" in task_id:
-            raise InvalidTaskIdError(
-                f"task_id {task_id!r} contains NUL, which PostgreSQL text columns cannot hold"
-            )
+        task_id = check_task_id(checkpoint.task_id, saving=True)
         # Encode before any I/O: a ValueError leaves the store untouched.
         plan = self._tracker.plan(checkpoint)
         new_version = checkpoint.version + 1

@@ -30,6 +30,7 @@ the store warns (:class:`RedisNotDurableWarning`) when it is off.
 from __future__ import annotations
 
 import math
+import unicodedata
 import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -178,6 +179,24 @@ def _database_index(url: str, path: str, params: Mapping[str, str]) -> int:
     return int(raw)
 
 
+def _check_key_prefix(prefix: object) -> str:
+    """``prefix`` if keys may live under it, else a TypeError/ValueError saying what to give."""
+    if not isinstance(prefix, str):
+        raise TypeError(f"key_prefix must be a string such as 'myapp:', not {prefix!r}")
+    if not prefix:
+        raise ValueError(
+            "key_prefix is empty: give a prefix such as 'myapp:' (or leave it out for "
+            f"{DEFAULT_KEY_PREFIX!r}); keys without one would mix with other applications' keys"
+        )
+    bad = next((c for c in prefix if unicodedata.category(c) == "Cc"), None)
+    if bad is not None:
+        raise ValueError(
+            f"key_prefix {prefix!r} holds the control character {bad!r}: use letters, "
+            "digits and punctuation such as 'myapp:'"
+        )
+    return prefix
+
+
 def _check_ttl(value: float | str | None) -> float | None:
     """``stores.retention.parse_ttl``, and short enough for a Redis key expiry."""
     ttl = parse_ttl(value)
@@ -234,7 +253,7 @@ class RedisStore:
                 "use RedisStore.from_url(url) or stores.open_store(url)"
             )
         self._client = client
-        self.key_prefix = key_prefix
+        self.key_prefix = _check_key_prefix(key_prefix)
         self.url = redact_url(url)
         self._secrets = url_secrets(url)
         self._tracker = PrefixTracker()
@@ -270,14 +289,17 @@ class RedisStore:
         """
         redis = _import_redis()
         parts = split_url(url)
-        params = query_params(parts)
+        params = query_params(parts, url)
         check_params(
             "Redis", url, params, {*_OWN_PARAMS, *_driver_params()},
             listed=_OWN_PARAMS, more="and redis-py's connection parameters "
             "(socket_timeout, client_name, ssl_cert_reqs, ...)",
         )  # fmt: skip
         database = _database_index(url, parts.path, params)
-        key_prefix = params.pop("key_prefix", DEFAULT_KEY_PREFIX)
+        try:
+            key_prefix = _check_key_prefix(params.pop("key_prefix", DEFAULT_KEY_PREFIX))
+        except ValueError as exc:
+            raise InvalidStoreURLError(f"Redis URL {redact_url(url)!r}: {exc}") from None
         try:
             ttl = _check_ttl(params.pop("ttl", None))
         except ValueError as exc:
@@ -421,7 +443,7 @@ class RedisStore:
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
         """Compare-and-set on ``version``; writes only the new suffix of ``messages``."""
-        task_id = check_task_id(checkpoint.task_id)
+        task_id = check_task_id(checkpoint.task_id, saving=True)
         new_version = checkpoint.version + 1
         saved = checkpoint.model_copy(update={"version": new_version, "updated_at": utcnow()})
         head = encode_head(saved)

@@ -38,6 +38,7 @@ import contextlib
 import hashlib
 import ipaddress
 import os
+import re
 import secrets
 import threading
 from collections import OrderedDict
@@ -106,6 +107,10 @@ _NO_TTL = (
     "reach only finished tasks' objects"
 )
 
+#: What botocore accepts as a bucket name (AWS's own rules for new buckets are stricter;
+#: legacy buckets and S3-compatible servers allow capitals and underscores).
+_BUCKET_NAME = re.compile(r"[A-Za-z0-9._-]{1,255}")
+
 #: The query parameters of an S3 store URL.
 _PARAMS = ("endpoint_url", "region")
 
@@ -132,6 +137,36 @@ def _is_loopback(endpoint_url: str | None) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def _bucket_of(url: str, netloc: str) -> str:
+    """The bucket an ``s3://`` URL names, exactly as written (S3 bucket names are case-sensitive).
+
+    Not ``urlsplit().hostname``, which lowercases: ``s3://MyBucket`` would open ``mybucket``.
+    """
+    shown = redact_url(url)
+    if not netloc:
+        raise InvalidStoreURLError(
+            f"{shown!r} names no bucket; use s3://bucket/prefix?endpoint_url=..."
+        )
+    if "@" in netloc:
+        raise InvalidStoreURLError(
+            f"{shown!r} has credentials before the bucket, which an S3 store does not use: "
+            "remove them and give credentials through the environment (AWS_ACCESS_KEY_ID, "
+            "AWS_SECRET_ACCESS_KEY) or a profile"
+        )
+    if ":" in netloc:
+        raise InvalidStoreURLError(
+            f"{shown!r}: a bucket has no port; give the server as "
+            "s3://bucket/prefix?endpoint_url=http://host:port"
+        )
+    if not _BUCKET_NAME.fullmatch(netloc):
+        raise InvalidStoreURLError(
+            f"{shown!r}: {netloc!r} is not a valid S3 bucket name: a bucket name is 1 to 255 "
+            "letters, digits, dots, hyphens and underscores (AWS requires 3 to 63 lowercase "
+            "letters, digits, dots and hyphens for new buckets)"
+        )
+    return netloc
 
 
 @dataclass(frozen=True)
@@ -216,7 +251,7 @@ class S3Store:
         (:class:`~stores.StoreNotFoundError`).
         """
         parts = split_url(url)
-        params = query_params(parts)
+        params = query_params(parts, url)
         if "ttl" in params:
             raise InvalidStoreURLError(f"{redact_url(url)!r}: {_NO_TTL}")
         check_params("S3", url, params, _PARAMS)
@@ -225,11 +260,7 @@ class S3Store:
         boto3 = _import_boto3()
         from botocore.config import Config
 
-        bucket = parts.hostname or ""
-        if not bucket:
-            raise InvalidStoreURLError(
-                f"{redact_url(url)!r} names no bucket; use s3://bucket/prefix?endpoint_url=..."
-            )
+        bucket = _bucket_of(url, parts.netloc)
         endpoint_url = params.get("endpoint_url") or None
         region = (
             params.get("region")
@@ -343,6 +374,11 @@ class S3Store:
         return (
             f"bucket {self.bucket!r} does not exist at the endpoint of {self.url}: create it "
             "(e.g. 'aws s3 mb s3://BUCKET --endpoint-url URL') or fix the bucket name"
+            + (
+                " (bucket names are case-sensitive, and AWS names are lowercase)"
+                if self.bucket != self.bucket.lower()
+                else ""
+            )
         )
 
     def _check_bucket(self) -> None:
@@ -650,7 +686,7 @@ class S3Store:
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
         """Compare-and-set on ``version`` through a conditional PUT of the head."""
-        task_id = check_task_id(checkpoint.task_id)
+        task_id = check_task_id(checkpoint.task_id, saving=True)
         expected = checkpoint.version
         saved = checkpoint.model_copy(update={"version": expected + 1, "updated_at": utcnow()})
         with self._errors("save a checkpoint"):

@@ -91,7 +91,14 @@ CREATE TABLE IF NOT EXISTS messages (
 );
 """
 
-_SYNCHRONOUS = ("off", "normal", "full", "extra")
+_SYNCHRONOUS = ("normal", "full", "extra")
+# synchronous=off leaves fsync to the OS: an OS crash or power loss can drop committed
+# checkpoints and corrupt the file. Refused, not offered: no checkpoint store wants it.
+_OFF = (
+    "synchronous=off is refused: an OS crash or power loss can lose acknowledged saves and "
+    "corrupt the file. Use normal (faster; loses only the last saves on a power loss, never "
+    "on a process crash) or full (the default)"
+)
 
 #: True for a head row that has expired; its one parameter is the cutoff (ISO text).
 _EXPIRED = "(status IN ({}) AND updated_at < ?)".format(
@@ -124,7 +131,8 @@ class SQLiteStore:
     ``busy_timeout_ms`` is how long a writer waits for another process's write lock
     before the save fails with :class:`~stores.StoreUnavailableError`. ``synchronous``
     is SQLite's setting: ``full`` (the default) makes every acknowledged save survive a
-    power loss; ``normal`` survives process crashes only and is faster. ``ttl`` (seconds
+    power loss; ``normal`` survives process crashes only and is faster; ``off`` is refused
+    (an OS crash or power loss can corrupt the file). ``ttl`` (seconds
     or a duration such as ``"7d"``) forgets finished checkpoints that long after their
     last save (:mod:`stores.retention`).
 
@@ -141,6 +149,8 @@ class SQLiteStore:
         ttl: float | str | None = None,
         create: bool = True,
     ) -> None:
+        if isinstance(synchronous, str) and synchronous.lower() == "off":
+            raise ValueError(_OFF)
         if not isinstance(synchronous, str) or synchronous.lower() not in _SYNCHRONOUS:
             raise ValueError(
                 f"synchronous must be one of {', '.join(_SYNCHRONOUS)}, not {synchronous!r}"
@@ -183,7 +193,8 @@ class SQLiteStore:
         """``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db``.
 
         Query parameters: ``busy_timeout`` (milliseconds, default 10000),
-        ``synchronous`` (``full``, the default, or ``normal``) and ``ttl`` (seconds or a
+        ``synchronous`` (``full``, the default, ``extra`` or ``normal``; ``off`` is
+        refused) and ``ttl`` (seconds or a
         duration such as ``7d``; see :mod:`stores.retention`). ``create=False`` opens
         only an existing store file and creates nothing
         (:class:`~stores.StoreNotFoundError` otherwise).
@@ -202,7 +213,7 @@ class SQLiteStore:
                 f"SQLite URL {redact_url(url)!r} names no file; use sqlite:///relative/path.db or "
                 "sqlite:////absolute/path.db (use memory:// for an in-process store)"
             )
-        params = query_params(parts)
+        params = query_params(parts, url)
         check_params("SQLite", url, params, ["busy_timeout", "synchronous", "ttl"])
         try:
             busy = int(params.get("busy_timeout", "10000"))
@@ -211,6 +222,8 @@ class SQLiteStore:
                 f"SQLite URL {redact_url(url)!r}: busy_timeout must be an integer number of milliseconds"
             ) from None
         sync = params.get("synchronous", "full")
+        if sync.lower() == "off":
+            raise InvalidStoreURLError(f"SQLite URL {redact_url(url)!r}: {_OFF}")
         if sync.lower() not in _SYNCHRONOUS:
             raise InvalidStoreURLError(
                 f"SQLite URL {redact_url(url)!r}: synchronous must be one of {', '.join(_SYNCHRONOUS)}"
@@ -382,7 +395,7 @@ class SQLiteStore:
         return checkpoint.model_copy(update={"version": version})
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
-        task_id = check_task_id(checkpoint.task_id)
+        task_id = check_task_id(checkpoint.task_id, saving=True)
         # Encode everything before touching the file: a ValueError (a lone surrogate, say)
         # must leave the store exactly as it was.
         plan = self._tracker.plan(checkpoint)

@@ -212,9 +212,31 @@ def split_url(url: str) -> SplitResult:
     return parts
 
 
-def query_params(parts: SplitResult) -> dict[str, str]:
-    """The query string of a store URL as single values (the last one wins)."""
-    return {key: values[-1] for key, values in parse_qs(parts.query).items()}
+def query_params(parts: SplitResult, url: str | None = None) -> dict[str, str]:
+    """The query string of a store URL (``url``, split into ``parts``) as single values.
+
+    A parameter given twice (``?ttl=1d&ttl=2d``) or given no value (``?key_prefix=``,
+    ``?ttl``) is refused with :class:`InvalidStoreURLError` naming it: taking one of the
+    values, or the default, would be a silent guess.
+
+    >>> query_params(urlsplit("redis://h/0?key_prefix=app:&ttl=7d"))
+    {'key_prefix': 'app:', 'ttl': '7d'}
+    """
+    shown = redact_url(url if url is not None else parts.geturl())
+    params: dict[str, str] = {}
+    for name, values in parse_qs(parts.query, keep_blank_values=True).items():
+        if len(values) > 1:
+            raise InvalidStoreURLError(
+                f"store URL {shown!r} gives the parameter {name!r} {len(values)} times: "
+                "give it once"
+            )
+        if not values[0]:
+            raise InvalidStoreURLError(
+                f"store URL {shown!r}: the parameter {name!r} has no value: give it one "
+                "or leave it out (it then takes its default)"
+            )
+        params[name] = values[0]
+    return params
 
 
 def check_params(

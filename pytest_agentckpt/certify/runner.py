@@ -216,6 +216,8 @@ def certify(
 ) -> CertificationReport:
     """Run the contracts (all, or ``only`` those named) against stores from ``factory``.
 
+    An empty ``only`` is a ``ValueError`` (it would otherwise run every contract).
+
     Every store is made in a namespace of the run's own and the run deletes only what it
     wrote. A store that already holds checkpoints it did not write raises
     :class:`~.factory.StoreNotEmptyError` before anything is written, unless ``scratch``
@@ -229,7 +231,13 @@ def certify(
     """
     if isinstance(factory, str):
         factory = StoreFactory.from_spec(factory)
-    contracts = [contract_by_id(c) for c in only] if only else list(CONTRACTS)
+    if only is not None:
+        only = list(only)
+        if not only:
+            raise ValueError(
+                "only is empty: name the contracts to run, or pass None to run them all"
+            )
+    contracts = [contract_by_id(c) for c in only] if only is not None else list(CONTRACTS)
     seed = random.randrange(2**32) if seed is None else seed
     ctx = CertifyContext(factory=factory, seed=seed, budget=QUICK if quick else FULL,
                          scratch=scratch)

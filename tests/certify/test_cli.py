@@ -78,6 +78,26 @@ def test_unknown_contract_and_missing_argument_exit_2(capsys: pytest.CaptureFixt
     assert main([]) == 2
 
 
+@pytest.mark.parametrize("selection", [",", "", " , ,"])
+def test_an_empty_only_is_refused_listing_the_contracts(
+    capsys: pytest.CaptureFixture[str], selection: str
+) -> None:
+    # It ran every contract.
+    assert main(["certify", "pytest_agentckpt.certify.builtin:memory", "--quick", "--no-figures",
+                 "--only", selection]) == 2
+    captured = capsys.readouterr()
+    assert "names no contract" in captured.err
+    assert "round_trip" in captured.err and "compare_and_set" in captured.err
+    assert "certifying" not in captured.err  # refused before the run began
+
+
+def test_certify_refuses_an_empty_only() -> None:
+    from pytest_agentckpt.certify import certify
+
+    with pytest.raises(ValueError, match="only is empty"):
+        certify("pytest_agentckpt.certify.builtin:memory", quick=True, only=[], figures=False)
+
+
 @pytest.mark.parametrize(("where", "says"), [
     ("missing/r.json", "does not exist"),
     (".", "that is a directory"),

@@ -546,3 +546,10 @@ def test_pruning_keeps_the_entry_of_a_task_that_exists(fake_client: Any) -> None
     store._prune(["back", "never"])
     assert fake_client.sismember(store.raw_keys("back")[2], "back")
     assert [s.task_id for s in store.list_checkpoints()] == ["back"]
+
+
+@pytest.mark.parametrize("prefix", ["", "a\x00b:", "app\n:"])
+def test_an_empty_or_control_character_key_prefix_is_refused(fake_client: Any, prefix: str) -> None:
+    with pytest.raises(ValueError, match="key_prefix"):
+        RedisStore(fake_client, key_prefix=prefix)
+    assert fake_client.keys("*") == []

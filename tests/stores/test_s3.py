@@ -9,6 +9,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -588,3 +589,34 @@ def test_missing_bucket_is_a_clear_error(s3_endpoint: str) -> None:
     url = f"s3://no-such-bucket-{uuid.uuid4().hex[:8]}/x?endpoint_url={s3_endpoint}"
     with pytest.raises(StoreUnavailableError, match=r"does not exist.*create it"):
         open_store(url)
+
+
+def test_the_bucket_is_kept_as_written_not_lowercased(s3_endpoint: str) -> None:
+    # urlsplit's hostname lowercases: s3://AGENTCKPT-TESTS opened the bucket agentckpt-tests.
+    url = f"s3://{BUCKET.upper()}/t{uuid.uuid4().hex[:12]}?endpoint_url={s3_endpoint}"
+    with pytest.raises(StoreUnavailableError, match="case-sensitive") as raised:
+        open_store(url)
+    assert repr(BUCKET.upper()) in str(raised.value)
+
+
+def test_a_lowercase_bucket_and_a_prefix_still_open(store_url: str) -> None:
+    opened = open_store(store_url)
+    assert isinstance(opened, S3Store)
+    assert (opened.bucket, opened.prefix) == (BUCKET, urlsplit(store_url).path.strip("/"))
+    opened.close()
+
+
+@pytest.mark.parametrize(
+    ("netloc", "match"),
+    [
+        ("my%20bucket", "not a valid S3 bucket name"),
+        ("bad!name", "not a valid S3 bucket name"),
+        ("b" * 256, "not a valid S3 bucket name"),
+        ("bucket:9000", "a bucket has no port"),
+        ("key:hunter2-5ec4e7@bucket", "credentials before the bucket"),
+    ],
+)
+def test_a_url_that_names_no_valid_bucket_is_refused(netloc: str, match: str) -> None:
+    with pytest.raises(InvalidStoreURLError, match=match) as raised:
+        open_store(f"s3://{netloc}/p?endpoint_url=http://127.0.0.1:1")
+    assert "hunter2" not in str(raised.value)

@@ -234,3 +234,28 @@ def test_an_invalid_task_id_is_refused_on_load_save_and_delete_before_any_io(
     any_checkpoint_store.close()
     with pytest.raises(InvalidTaskIdError):
         any_checkpoint_store.load(task_id)
+
+
+@pytest.mark.parametrize("task_id", ["a\x00b", "\x00", "trailing\x00"])
+def test_a_task_id_with_nul_is_refused_on_save_by_every_store_before_any_io(
+    any_checkpoint_store: CheckpointStore, task_id: str
+) -> None:
+    # PostgreSQL text cannot hold NUL; the other stores saved such an id, so an id that
+    # worked on SQLite failed on PostgreSQL. Now every store refuses it on save.
+    keep = any_checkpoint_store.save(Checkpoint(task_id=_task_id(), goal="keep"))
+    with pytest.raises(InvalidTaskIdError, match=r"NUL.*nothing was written"):
+        any_checkpoint_store.save(Checkpoint(task_id=task_id, goal="g"))
+    assert any_checkpoint_store.load(task_id) is None
+    any_checkpoint_store.delete(task_id)  # no such task: nothing to do
+    assert [s.task_id for s in any_checkpoint_store.list_checkpoints()] == [keep.task_id]
+    any_checkpoint_store.close()
+    with pytest.raises(InvalidTaskIdError, match="NUL"):
+        any_checkpoint_store.save(Checkpoint(task_id=task_id, goal="g"))
+
+
+def test_a_nul_free_id_with_other_control_characters_is_still_saved(
+    any_checkpoint_store: CheckpointStore,
+) -> None:
+    task_id = _task_id() + "\x01\t\n\x1b[0m\x7f"
+    saved = any_checkpoint_store.save(Checkpoint(task_id=task_id, goal="g"))
+    assert any_checkpoint_store.load(task_id) == saved

@@ -21,6 +21,7 @@ from stores import (
     ConflictError,
     CorruptCheckpointError,
     InvalidStoreURLError,
+    InvalidTaskIdError,
     StoreUnavailableError,
     open_store,
 )
@@ -102,6 +103,8 @@ def test_default_url_creates_its_directory(tmp_path: Path, monkeypatch: pytest.M
         ("sqlite:///:memory:", "memory://"),
         ("sqlite:///x.db?busy_timeout=soon", "busy_timeout"),
         ("sqlite:///x.db?synchronous=sometimes", "synchronous"),
+        ("sqlite:///x.db?synchronous=off", "synchronous=off is refused.*Use normal"),
+        ("sqlite:///x.db?synchronous=OFF", "synchronous=off is refused"),
         ("sqlite:///x.db?journal=delete", "unknown parameter"),
     ],
 )
@@ -219,6 +222,7 @@ def test_damaged_rows_raise_corrupt_checkpoint(
 
 @pytest.mark.parametrize(("kwargs", "says"), [
     ({"synchronous": 1}, "synchronous must be one of"),        # was an AttributeError
+    ({"synchronous": "off"}, "synchronous=off is refused"),    # was accepted, durable=False
     ({"busy_timeout_ms": "5000"}, "busy_timeout_ms must be an int >= 0"),  # a TypeError from '<'
     ({"busy_timeout_ms": -1}, "busy_timeout_ms must be an int >= 0"),
 ])
@@ -599,3 +603,17 @@ def test_a_ttl_adds_conditions_not_statements(tmp_path: Path) -> None:
     assert len(statements[60.0]) == len(statements[None])
     assert not any("updated_at <" in s for s in statements[None])
     assert any("updated_at <" in s for s in statements[60.0])
+
+
+def test_a_nul_task_id_an_older_version_saved_can_still_be_loaded_and_deleted(
+    store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Saves now refuse NUL; an older version saved such ids. They are not stranded.
+    monkeypatch.setattr(stores.sqlite, "check_task_id", lambda task_id, saving=False: task_id)
+    saved = store.save(Checkpoint(task_id="old\x00id", goal="from before"))
+    monkeypatch.undo()
+    with pytest.raises(InvalidTaskIdError, match="NUL"):
+        store.save(saved)
+    assert store.load("old\x00id") == saved
+    store.delete("old\x00id")
+    assert store.load("old\x00id") is None

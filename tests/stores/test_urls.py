@@ -212,6 +212,73 @@ def test_a_mistyped_parameter_is_refused_listing_the_supported_ones(url: str, li
     assert "supported:" in str(raised.value)
 
 
+def _closed(scheme: str) -> str:
+    """``scheme``://127.0.0.1 on a port nothing listens on: opening it would fail later."""
+    return f"{scheme}://127.0.0.1:{_free_port()}"
+
+
+def _duplicate_urls(tmp_path: Path) -> list[str]:
+    return [
+        f"sqlite:///{tmp_path / 'x.db'}?ttl=1d&ttl=2d",
+        "memory://m?ttl=1d&ttl=2d",
+        f"{_closed('redis')}/0?key_prefix=a:&key_prefix=b:",
+        f"{_closed('postgresql')}/test?table_prefix=a_&ttl=1d&table_prefix=b_",
+        f"s3://b/p?region=eu-west-1&region=us-east-1&endpoint_url={_closed('http')}",
+    ]
+
+
+@pytest.mark.parametrize("index", range(5))
+def test_a_parameter_given_twice_is_refused_naming_it(index: int, tmp_path: Path) -> None:
+    url = _duplicate_urls(tmp_path)[index]
+    with pytest.raises(InvalidStoreURLError, match=r"parameter '(ttl|key_prefix|table_prefix|region)' 2 times") as raised:
+        open_store(url)
+    assert "give it once" in str(raised.value)
+    assert not (tmp_path / "x.db").exists()  # refused before anything was created
+
+
+def test_a_secret_given_twice_is_refused_without_showing_it() -> None:
+    url = f"{_closed('postgresql')}/test?password={SECRET}&password=other-{SECRET}"
+    with pytest.raises(InvalidStoreURLError, match="'password' 2 times") as raised:
+        open_store(url)
+    _assert_hidden(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("query", "name"),
+    [
+        ("key_prefix=", "key_prefix"),  # it was the default agentckpt: prefix
+        ("key_prefix", "key_prefix"),
+        ("ttl=", "ttl"),
+        ("socket_timeout=", "socket_timeout"),
+    ],
+)
+def test_a_redis_parameter_without_a_value_is_refused(query: str, name: str) -> None:
+    with pytest.raises(InvalidStoreURLError, match=f"'{name}' has no value: give it one or leave it out"):
+        open_store(f"{_closed('redis')}/0?{query}")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "sqlite:///{tmp}/x.db?synchronous=",
+        "memory://m?ttl=",
+        "postgresql://127.0.0.1:{port}/test?table_prefix=",
+        "s3://b/p?region=&endpoint_url=http://127.0.0.1:{port}",
+    ],
+)
+def test_a_parameter_without_a_value_is_refused_on_every_backend(url: str, tmp_path: Path) -> None:
+    url = url.format(tmp=tmp_path, port=_free_port())
+    with pytest.raises(InvalidStoreURLError, match="has no value"):
+        open_store(url)
+    assert not (tmp_path / "x.db").exists()
+
+
+@pytest.mark.parametrize("prefix", ["a%00b:", "app%0A:", "%1B[2J:", "x%7F", "%C2%85:"])
+def test_a_redis_key_prefix_with_a_control_character_is_refused(prefix: str) -> None:
+    with pytest.raises(InvalidStoreURLError, match=r"key_prefix .* holds the control character"):
+        open_store(f"{_closed('redis')}/0?key_prefix={prefix}")
+
+
 @pytest.mark.parametrize(
     "path", ["/abc", "/-1", "/0x1", "/1/2", "/0?db=zero"]
 )
