@@ -238,9 +238,9 @@ def tool_inputs(tools: Any, name: str) -> st.SearchStrategy[dict[str, Any]]:
         # A client tool's definition (by type) has no schema; its spec has the type's.
         known = getattr(spec, "input_schema", None)
     if declared is None:
-        schema = (known if isinstance(known, Mapping) else None) or next(
+        schema = next(
             (d.get("input_schema") for d in tools.definitions() if d.get("name") == name), None
-        ) or {"type": "object"}
+        ) or (known if isinstance(known, Mapping) else None) or {"type": "object"}
         return from_schema(schema)
     if isinstance(declared, st.SearchStrategy):
         return declared.map(_as_input(name))
