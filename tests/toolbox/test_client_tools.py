@@ -77,3 +77,16 @@ def test_plans_draw_valid_editor_commands_from_the_known_schema(drawn: dict[str,
 def test_every_known_type_has_a_schema_of_type_object() -> None:
     for known in CLIENT_TOOLS.values():
         assert known.input_schema["type"] == "object" and known.input_schema["anyOf"]
+
+
+def test_the_oracles_flags_of_a_client_tool_are_per_command() -> None:
+    # A lost compare-and-set followed by a ``view`` is no call that changes the world.
+    from pytest_agentckpt._scenario import _tool_flags
+    from pytest_agentckpt._takeover import _changes
+
+    flags = _tool_flags(coding_tools())["str_replace_based_edit_tool"]
+    assert flags.for_input({"command": "view", "path": "a"}).kind == "read-only"
+    assert flags.for_input({"command": "create", "path": "a", "file_text": ""}).can_duplicate is False
+    assert flags.for_input({"command": "insert"}).kind == "unkeyed"
+    assert not _changes(flags, {"command": "view", "path": "a"})
+    assert _changes(flags, {"command": "str_replace", "path": "a", "old_str": "a", "new_str": "b"})
