@@ -193,11 +193,17 @@ def _check_tools(tools: Any) -> None:
 
 
 def _tool_flags(tools: Any) -> dict[str, ToolFlags]:
+    from reference_agent.toolbox import TOOL_KINDS as TOOL_FLAGS
+
     flags = {}
     for definition in tools.definitions():
         spec = tools.spec(definition["name"])
+        commands = tuple(
+            (command, ToolFlags(*TOOL_FLAGS[kind]))
+            for command, kind in (getattr(spec, "command_kinds", None) or {}).items()
+        )
         flags[definition["name"]] = ToolFlags(
-            bool(spec.irreversible), bool(spec.idempotent), bool(getattr(spec, "repeat_safe", False))
+            bool(spec.irreversible), bool(spec.idempotent), bool(getattr(spec, "repeat_safe", False)), commands
         )
     return flags
 

@@ -539,6 +539,14 @@ def _recreated(
     )
 
 
+def _changes(flags: Any, tool_input: Any) -> bool:
+    """Whether a call changes the world: by its command's kind for a client tool (the
+    editor's ``view`` changes nothing)."""
+    for_input = getattr(flags, "for_input", None)
+    flags = for_input(tool_input) if callable(for_input) else flags
+    return bool(getattr(flags, "irreversible", False))
+
+
 def _went_on(timeline: Timeline, flags: Any, woken: int) -> list[Violation]:
     conflict = next(
         (
@@ -556,7 +564,7 @@ def _went_on(timeline: Timeline, flags: Any, woken: int) -> list[Violation]:
         if e.attempt == woken
         and (
             e.kind == "model_request"
-            or (e.kind == "tool_call" and getattr(flags.get(e.data.get("tool")), "irreversible", False))
+            or (e.kind == "tool_call" and _changes(flags.get(e.data.get("tool")), e.data.get("input")))
         )
     ]
     if not later:

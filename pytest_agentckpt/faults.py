@@ -1004,11 +1004,12 @@ class InstrumentedToolbox:
 
             async def instrumented_async(**kwargs: Any) -> Any:
                 key, tool_input = split(kwargs)
+                call = _for_input(spec, tool_input)
                 injector.check_alive()
-                if not spec.irreversible:
+                if not call.irreversible:
                     result = await _Guarded(function(**kwargs), injector)
                 else:
-                    result = await _perform_async(world, injector, spec, tool_input, key, lambda: function(**kwargs))
+                    result = await _perform_async(world, injector, call, tool_input, key, lambda: function(**kwargs))
                 injector.hit("after_tool_effect")
                 return result
 
@@ -1016,12 +1017,13 @@ class InstrumentedToolbox:
 
         def instrumented(**kwargs: Any) -> Any:
             key, tool_input = split(kwargs)
-            if not spec.irreversible:
+            call = _for_input(spec, tool_input)
+            if not call.irreversible:
                 injector.check_alive()
                 result = function(**kwargs)
                 injector.hit("after_tool_effect")
                 return result
-            value = _perform(world, injector, spec, tool_input, key, lambda: function(**kwargs))
+            value = _perform(world, injector, call, tool_input, key, lambda: function(**kwargs))
             injector.hit("after_tool_effect")
             return value
 
@@ -1029,7 +1031,7 @@ class InstrumentedToolbox:
 
     # -- any other toolbox: wrap ``call`` ------------------------------------------------
     def _call_wrapped(self, name: str, input: Mapping[str, Any], key: str | None) -> Any:
-        spec = self._tools.spec(name)
+        spec = _for_input(self._tools.spec(name), input)
         if not spec.irreversible:
             result = self._tools.call(name, input, idempotency_key=key)
             if inspect.isawaitable(result):
@@ -1069,6 +1071,13 @@ class InstrumentedToolbox:
         value = _record_done(self._world, self._injector, spec, tool_input, key, result)
         self._injector.hit("after_tool_effect")
         return _as_result(value)
+
+
+def _for_input(spec: Any, tool_input: Mapping[str, Any]) -> Any:
+    """The spec with the flags of this call: a client tool's command has a kind of its own
+    (the editor's ``view`` changes nothing, its ``str_replace`` is not repeat-safe)."""
+    for_input = getattr(spec, "for_input", None)
+    return for_input(tool_input) if callable(for_input) else spec
 
 
 def _as_result(value: Any) -> Any:

@@ -101,6 +101,16 @@ class ToolFlags:
     irreversible: bool
     idempotent: bool
     repeat_safe: bool = False
+    #: Per ``command`` of a call's input, the flags of that command (a client tool's).
+    commands: tuple[tuple[str, ToolFlags], ...] = ()
+
+    def for_input(self, tool_input: Any) -> ToolFlags:
+        """The flags of a call with ``tool_input``: its command's, if it has its own."""
+        if self.commands and isinstance(tool_input, dict):
+            for command, flags in self.commands:
+                if tool_input.get("command") == command:
+                    return flags
+        return self
 
     @property
     def kind(self) -> str:
@@ -447,6 +457,8 @@ def no_duplicate_effect(
         done = effects.get(key, [])
         n, expected, asked = len(done), baseline.effects.get(key, 0), len(asks.get(key, ()))
         flags = tools.get(tool)
+        if flags is not None:
+            flags = flags.for_input(json.loads(raw_input))
         if flags is not None and not flags.can_duplicate:
             # Repeat-safe: only "it never happened" can be wrong.
             if completed and expected and not n:

@@ -230,13 +230,17 @@ def tool_inputs(tools: Any, name: str) -> st.SearchStrategy[dict[str, Any]]:
     {'path': 'notes.txt'}
     """
     declared = None
+    known: Any = None
     spec_of = getattr(tools, "spec", None)
     if callable(spec_of):
-        declared = getattr(spec_of(name), "inputs", None)
+        spec = spec_of(name)
+        declared = getattr(spec, "inputs", None)
+        # A client tool's definition (by type) has no schema; its spec has the type's.
+        known = getattr(spec, "input_schema", None)
     if declared is None:
         schema = next(
             (d.get("input_schema") for d in tools.definitions() if d.get("name") == name), None
-        ) or {"type": "object"}
+        ) or (known if isinstance(known, Mapping) else None) or {"type": "object"}
         return from_schema(schema)
     if isinstance(declared, st.SearchStrategy):
         return declared.map(_as_input(name))

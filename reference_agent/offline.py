@@ -48,6 +48,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx2
 
+from .client_tools import client_tool_error
 from .offline_batches import MODELS, BatchError, BatchStore, model_info, page
 from .offline_parse import BodyParser
 from .offline_record import Exchange, History, HistoryIndex
@@ -1200,6 +1201,11 @@ def _check_request(request: Mapping[str, Any], path: str) -> str | None:
         return "messages: Field required"
     if not isinstance(request["messages"], list):
         return "messages: Input should be a valid list"
+    tools = request.get("tools")
+    for index, tool in enumerate(tools if isinstance(tools, list) else ()):
+        problem = client_tool_error(index, tool)
+        if problem is not None:
+            return problem
     choice = request.get("tool_choice")
     if (
         path == _MESSAGES

@@ -42,6 +42,7 @@ from typing import Any, Literal
 
 from pydantic import TypeAdapter, ValidationError
 
+from .client_tools import CLIENT_TOOLS
 from .tool_schema import (
     KEY_PARAMETER,
     ToolDefinitionError,
@@ -142,6 +143,12 @@ class ToolSpec:
     repeat_safe: bool = False
     inputs: Any = field(default=None, repr=False, compare=False)
     is_async: bool | None = field(default=None, compare=False)
+    #: An Anthropic-defined client tool's ``type`` (``"bash_20250124"``): the definition
+    #: sent is ``{"type": ..., "name": ...}``, the model knows the schema.
+    type: str | None = None
+    #: Per ``command`` of the input, its kind (a client tool's commands differ: the
+    #: editor's ``view`` changes nothing, its ``str_replace`` is not repeat-safe).
+    command_kinds: Mapping[str, ToolKind] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _TOOL_NAME.fullmatch(self.name):
@@ -165,6 +172,14 @@ class ToolSpec:
             object.__setattr__(self, "is_async", _is_async_callable(self.function))
         if self.inputs is not None:
             object.__setattr__(self, "inputs", _checked_inputs(self.name, self.input_schema, self.inputs))
+        if self.command_kinds is not None:
+            for command, kind in self.command_kinds.items():
+                if kind not in TOOL_KINDS or kind == "keyed":
+                    raise ValueError(
+                        f"tool {self.name!r}: command {command!r} has kind {kind!r}; a command's kind is "
+                        "one of read_only, repeat_safe, unkeyed"
+                    )
+            object.__setattr__(self, "command_kinds", dict(self.command_kinds))
 
     @property
     def kind(self) -> ToolKind:
@@ -214,8 +229,33 @@ class ToolSpec:
         return cls(tool_name, description, input_schema, function, *flags, inputs=inputs)
 
     def definition(self) -> dict[str, Any]:
-        """The entry of the ``tools`` list for ``messages.create``."""
+        """The entry of the ``tools`` list for ``messages.create``: by ``type`` for an
+        Anthropic-defined client tool."""
+        if self.type is not None:
+            return {"type": self.type, "name": self.name}
         return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
+
+    def kind_of(self, input: Mapping[str, Any]) -> ToolKind:
+        """The kind of a call with this ``input``: its command's kind for a tool with
+        ``command_kinds``, else :attr:`kind`.
+
+        >>> box = Toolbox.from_functions({"str_replace_based_edit_tool": (print,
+        ...     {"type": "text_editor_20250728", "name": "str_replace_based_edit_tool"})})
+        >>> editor = box.spec("str_replace_based_edit_tool")
+        >>> editor.kind_of({"command": "view", "path": "a"}), editor.kind_of({"command": "insert"})
+        ('read_only', 'unkeyed')
+        """
+        return self.for_input(input).kind
+
+    def for_input(self, input: Mapping[str, Any]) -> ToolSpec:
+        """This spec with the flags of a call with ``input`` (see :meth:`kind_of`)."""
+        if not self.command_kinds or not isinstance(input, Mapping):
+            return self
+        kind = self.command_kinds.get(str(input.get("command")))
+        if kind is None:
+            return self
+        irreversible, idempotent, repeat_safe = TOOL_KINDS[kind]
+        return replace(self, irreversible=irreversible, idempotent=idempotent, repeat_safe=repeat_safe, command_kinds=None)
 
 
 def _resolve_kind(
@@ -381,11 +421,62 @@ def _from_sdk_tool(item: Any) -> ToolSpec:
     )
 
 
+def _client_spec(function: ToolCallable, definition: Mapping[str, Any], name: str | None = None) -> ToolSpec:
+    """The spec of an Anthropic-defined client tool (``definition`` is ``{"type": ...,
+    "name": ...}``), with its type's schema and command kinds."""
+    kind = str(definition.get("type"))
+    known = CLIENT_TOOLS.get(kind)
+    if known is None:
+        raise ValueError(
+            f"tool {name or definition.get('name')!r}: type {kind!r} is no Anthropic-defined client tool this "
+            f"toolbox knows ({', '.join(sorted(CLIENT_TOOLS))}); give a custom tool an input_schema of type object"
+        )
+    given = definition.get("name", known.name)
+    if given != known.name or (name is not None and name != known.name):
+        raise ValueError(f"tool {name or given!r}: the API names a {kind} tool {known.name!r}")
+    irreversible, idempotent, repeat_safe = TOOL_KINDS[known.kind]
+    return ToolSpec(
+        known.name, known.description, dict(known.input_schema), function, irreversible, idempotent, repeat_safe,
+        type=kind, command_kinds=dict(known.command_kinds) or None,  # type: ignore[arg-type]
+    )
+
+
+def _is_builtin_tool(item: Any) -> bool:
+    """An SDK built-in tool object (``BetaAbstractMemoryTool`` and the like): ``to_dict()``
+    gives a definition by ``type``, ``call(input)`` runs it."""
+    to_dict = getattr(item, "to_dict", None)
+    if not callable(to_dict) or not callable(getattr(item, "call", None)) or hasattr(item, "func"):
+        return False
+    try:
+        definition = to_dict()
+    except Exception:
+        return False
+    return isinstance(definition, Mapping) and definition.get("type") in CLIENT_TOOLS
+
+
+def _from_builtin_tool(item: Any) -> ToolSpec:
+    sdk_call = item.call
+    function: ToolCallable
+    if _is_async_callable(sdk_call):
+
+        async def function(**kwargs: Any) -> Any:
+            return await sdk_call(kwargs)
+
+    else:
+
+        def function(**kwargs: Any) -> Any:
+            return sdk_call(kwargs)
+
+    return _client_spec(function, item.to_dict())
+
+
 def _spec_of(item: Any, label: str) -> ToolSpec:
     if isinstance(item, ToolSpec):
         return item
     if _is_sdk_tool(item):
         return _from_sdk_tool(item)
+    if _is_builtin_tool(item):
+        return _from_builtin_tool(item)
     if callable(item):
         return ToolSpec.from_function(item)
     raise TypeError(
@@ -400,6 +491,10 @@ def _specs_of_mapping(items: Mapping[str, Any]) -> Iterator[ToolSpec]:
             if len(value) != 2 or not callable(value[0]) or not isinstance(value[1], Mapping):
                 raise TypeError(f"tool {name!r}: expected (function, input_schema), got {value!r}")
             function, schema = value
+            if schema.get("type") not in (None, "object"):
+                # A definition by type: an Anthropic-defined client tool.
+                yield _client_spec(function, schema, name)
+                continue
             yield ToolSpec.from_function(function, name=name, input_schema=dict(schema))
         elif callable(value):
             yield ToolSpec.from_function(value, name=name)
@@ -407,8 +502,19 @@ def _specs_of_mapping(items: Mapping[str, Any]) -> Iterator[ToolSpec]:
             raise TypeError(f"tool {name!r}: expected a function or (function, input_schema), not {type(value).__name__}")
 
 
-def _declare(spec: ToolSpec, kind: str | None, inputs: Any) -> ToolSpec:
+def _declare(spec: ToolSpec, kind: Any, inputs: Any) -> ToolSpec:
     flags = (spec.irreversible, spec.idempotent, spec.repeat_safe)
+    commands = spec.command_kinds
+    if isinstance(kind, Mapping):
+        if spec.command_kinds is None:
+            raise ValueError(f"tool {spec.name!r}: kinds per command are for a client tool with commands; give one kind")
+        unknown = sorted(set(kind) - set(spec.command_kinds))
+        if unknown:
+            raise ValueError(f"tool {spec.name!r}: no command {unknown}; its commands are {sorted(spec.command_kinds)}")
+        commands = {**spec.command_kinds, **kind}
+        kind = None
+    elif kind is not None:
+        commands = None  # one kind for every command
     if kind is not None:
         flags = _resolve_kind(spec.name, kind, None, None, None)
         _check_key_parameter(spec.name, spec.function, flags[1])
@@ -419,6 +525,7 @@ def _declare(spec: ToolSpec, kind: str | None, inputs: Any) -> ToolSpec:
         idempotent=idempotent,
         repeat_safe=repeat_safe,
         inputs=spec.inputs if inputs is None else inputs,
+        command_kinds=commands,
     )
 
 
@@ -466,7 +573,7 @@ class Toolbox:
     def from_functions(
         cls,
         *tools: Any,
-        kinds: Mapping[str, ToolKind] | None = None,
+        kinds: Mapping[str, ToolKind | Mapping[str, ToolKind]] | None = None,
         inputs: Mapping[str, Any] | None = None,
     ) -> Toolbox:
         """A toolbox in one call.
@@ -475,8 +582,12 @@ class Toolbox:
         and docstrings, as the SDK's ``beta_tool`` builds them), tools made with the SDK's
         ``beta_tool`` / ``beta_async_tool`` (their definition and validation are kept),
         :class:`ToolSpec` objects (from :func:`tool`), and dicts
-        ``{name: (function, input_schema)}``. ``kinds``: per tool name, its kind (default
-        ``read_only``): ``read_only``, ``repeat_safe``, ``keyed``, ``unkeyed``. ``inputs``:
+        ``{name: (function, input_schema)}``. An Anthropic-defined client tool is
+        ``{name: (function, {"type": "bash_20250124", "name": "bash"})}`` or the SDK's tool
+        object (a ``BetaAbstractMemoryTool``): sent by type, its commands' kinds known
+        (:mod:`reference_agent.client_tools`). ``kinds``: per tool name, its kind (default
+        ``read_only``): ``read_only``, ``repeat_safe``, ``keyed``, ``unkeyed``; for a client
+        tool, a dict ``{command: kind}`` overrides some commands. ``inputs``:
         per tool name, example inputs (a list of dicts) or a Hypothesis strategy, which
         ``fuzz`` plans draw from instead of the ``input_schema``.
 
