@@ -98,6 +98,14 @@ def test_certify_refuses_an_empty_only() -> None:
         certify("pytest_agentckpt.certify.builtin:memory", quick=True, only=[], figures=False)
 
 
+def test_a_contract_named_twice_runs_once() -> None:
+    from pytest_agentckpt.certify import certify
+
+    report = certify("pytest_agentckpt.certify.builtin:memory", quick=True, figures=False,
+                     only=["round_trip", "compare_and_set", "round_trip"])
+    assert [r.contract for r in report.results] == ["round_trip", "compare_and_set"]
+
+
 @pytest.mark.parametrize(("where", "says"), [
     ("missing/r.json", "does not exist"),
     (".", "that is a directory"),
