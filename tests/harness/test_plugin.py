@@ -135,6 +135,18 @@ def test_redis_option_builds_a_redis_database_with_the_key_prefix_of_the_url() -
     assert database._prefix == b"team-a:"
 
 
+@pytest.mark.parametrize(("query", "says"), [
+    ("key_prefix=a:&key_prefix=b:", "gives the parameter 'key_prefix' 2 times"),
+    ("key_prefix=", "the parameter 'key_prefix' has no value"),
+])
+def test_a_redis_database_url_with_a_doubled_or_empty_parameter_is_a_usage_error(query: str, says: str) -> None:
+    from pytest_agentckpt.fixtures.harness import _redis_database
+
+    with pytest.raises(pytest.UsageError, match=says) as refused:
+        _redis_database(f"redis://:secret@127.0.0.1:1/0?{query}")
+    assert "secret" not in str(refused.value)
+
+
 def test_a_bad_examples_value_is_a_usage_error(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_nothing="def test_nothing():\n    pass\n")
     result = pytester.runpytest_subprocess(*ARGS, "--agentckpt-examples=0")
