@@ -193,13 +193,13 @@ def _check_tools(tools: Any) -> None:
 
 
 def _tool_flags(tools: Any) -> dict[str, ToolFlags]:
-    from reference_agent.toolbox import TOOL_KINDS as TOOL_FLAGS
+    from reference_agent.toolbox import TOOL_KINDS
 
     flags = {}
     for definition in tools.definitions():
         spec = tools.spec(definition["name"])
         commands = tuple(
-            (command, ToolFlags(*TOOL_FLAGS[kind]))
+            (command, ToolFlags(*TOOL_KINDS[kind]))
             for command, kind in (getattr(spec, "command_kinds", None) or {}).items()
         )
         flags[definition["name"]] = ToolFlags(

@@ -39,14 +39,14 @@ reason to doubt, and a crash-resume search (``fuzz``) judges the same steps.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from stores import Checkpoint
 
 from .faults import FaultInjector, FaultPlan, FaultyStore, InstrumentedToolbox
-from .oracles import Violation, same_answer, valid_sequence
+from .oracles import ToolFlags, Violation, same_answer, valid_sequence
 from .timeline import Timeline
 
 __all__ = ["TakeoverFailure", "TakeoverStats", "takeover"]
@@ -213,8 +213,7 @@ def takeover(
     if isinstance(tools, str):
         tools = _load_tools(tools)
     _check_tools(tools)
-    if not isinstance(examples, int) or isinstance(examples, bool) or examples < 1:
-        raise ValueError(f"examples must be at least 1, not {examples!r}")
+    _check_count("examples", examples, 1)
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise ValueError(f"seed must be an int, not {seed!r}")
     _check_count("max_points", max_points, 1, optional=True)
@@ -539,15 +538,13 @@ def _recreated(
     )
 
 
-def _changes(flags: Any, tool_input: Any) -> bool:
+def _changes(flags: ToolFlags | None, tool_input: Any) -> bool:
     """Whether a call changes the world: by its command's kind for a client tool (the
     editor's ``view`` changes nothing)."""
-    for_input = getattr(flags, "for_input", None)
-    flags = for_input(tool_input) if callable(for_input) else flags
-    return bool(getattr(flags, "irreversible", False))
+    return flags is not None and flags.for_input(tool_input).irreversible
 
 
-def _went_on(timeline: Timeline, flags: Any, woken: int) -> list[Violation]:
+def _went_on(timeline: Timeline, flags: Mapping[str, ToolFlags], woken: int) -> list[Violation]:
     conflict = next(
         (
             e
@@ -564,7 +561,7 @@ def _went_on(timeline: Timeline, flags: Any, woken: int) -> list[Violation]:
         if e.attempt == woken
         and (
             e.kind == "model_request"
-            or (e.kind == "tool_call" and _changes(flags.get(e.data.get("tool")), e.data.get("input")))
+            or (e.kind == "tool_call" and _changes(flags.get(str(e.data.get("tool"))), e.data.get("input")))
         )
     ]
     if not later:

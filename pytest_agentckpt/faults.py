@@ -625,13 +625,13 @@ class FaultInjector:
                     # all: the oracles tell it from a prefill by its content.
                     paused = list(payload.get("content") or ())
             extra: dict[str, Any] = {} if paused is None else {"content": paused}
-            if isinstance(payload, dict) and any(
-                b.get("type") in ("thinking", "redacted_thinking") for b in payload.get("content") or ()
-            ):
+            if isinstance(payload, dict):
                 from reference_agent.validation import thinking_shape
 
                 # The reply's thinking and calls in order, for interleaved thinking's rule.
-                extra["thinking_shape"] = thinking_shape(payload.get("content"))
+                shape = thinking_shape(payload.get("content"))
+                if shape is not None:
+                    extra["thinking_shape"] = shape
             self.timeline.add(
                 "model_response",
                 index=self._request_index,

@@ -145,10 +145,7 @@ def fuzz(
     _check_client(client)
     if unsafe_tools not in ("warn", "error", "ignore"):
         raise ValueError(f"unsafe_tools must be 'warn', 'error' or 'ignore', not {unsafe_tools!r}")
-    if max_examples is not None and (
-        not isinstance(max_examples, int) or isinstance(max_examples, bool) or max_examples < 1
-    ):
-        raise ValueError(f"max_examples must be a positive int, not {max_examples!r}")
+    _check_count("max_examples", max_examples, 1, optional=True)
     profile = _session.profile
     crashes_max = profile.max_crashes if max_crashes is None else max_crashes
     if not isinstance(crashes_max, int) or crashes_max < 0:

@@ -355,14 +355,14 @@ def valid_sequence(
     paused: set[tuple[tuple[str, str], ...]] = set()
     # With interleaved thinking: the thinking and calls of each reply that thought, by the
     # id of each call in it, for the rule that the open turn brings them back in place.
+    from reference_agent.validation import check_interleaved_thinking, remember_shape
+
     served: dict[str, Any] = {}
     for event in timeline.of("model_request", "model_response"):
         if event.kind == "model_response":
             shape = event.data.get("thinking_shape")
             if shape:
-                for kind, key in shape:
-                    if kind not in ("thinking", "redacted_thinking"):
-                        served[key] = shape
+                remember_shape(served, shape)
             if event.data.get("stop_reason") in _CONTINUED and not event.data.get("tool_uses"):
                 content = event.data.get("content")
                 if isinstance(content, list) and any(
@@ -384,8 +384,6 @@ def valid_sequence(
                 ),
             )
             if event.data.get("interleaved") and served:
-                from reference_agent.validation import check_interleaved_thinking
-
                 check_interleaved_thinking(messages, served)
         except error_type as exc:
             invalid.append((event, exc))

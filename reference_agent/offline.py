@@ -74,10 +74,12 @@ from .scripted import (
 from .validation import (
     InvalidHistoryError,
     RequestValidator,
+    Shape,
     breakpoint_error,
     check_interleaved_thinking,
     fixed_marks,
     message_marks,
+    remember_shape,
     request_rule_error,
     thinking_shape,
     validate_messages,
@@ -339,7 +341,7 @@ class FakeMessagesAPI:
         # The thinking and calls of every reply sent that thought, in order, by the id of
         # each call in it: with interleaved thinking, the open turn must bring them back
         # as they came (see check_interleaved_thinking).
-        self._served: dict[str, tuple[tuple[str, str], ...]] = {}
+        self._served: dict[str, Shape] = {}
         #: Every exchange, in the order the answers were built.
         self.exchanges: list[Exchange] = []
         #: What hooks raised while serving over HTTP (:meth:`serve`), where no caller
@@ -820,9 +822,7 @@ class FakeMessagesAPI:
         with self._lock:
             if len(self._served) > 100_000:
                 self._served.clear()
-            for kind, key in shape:
-                if kind not in ("thinking", "redacted_thinking"):
-                    self._served[key] = shape
+            remember_shape(self._served, shape)
 
     def _generate(
         self,

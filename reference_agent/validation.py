@@ -30,6 +30,7 @@ __all__ = [
     "check_interleaved_thinking",
     "fixed_marks",
     "message_marks",
+    "remember_shape",
     "request_rule_error",
     "thinking_shape",
     "validate_messages",
@@ -691,6 +692,20 @@ def _shape_of(content: Any) -> tuple[tuple[str, str], ...]:
         elif kind in _CALLS:
             shape.append((str(kind), str(_get(block, "id"))))
     return tuple(shape)
+
+
+def remember_shape(served: dict[str, Shape], shape: Shape) -> None:
+    """Index a reply's :func:`thinking_shape` in ``served`` by the id of each call in it,
+    as :func:`check_interleaved_thinking` looks replies up.
+
+    >>> served: dict[str, Shape] = {}
+    >>> remember_shape(served, (("thinking", "s1"), ("tool_use", "toolu_1")))
+    >>> list(served)
+    ['toolu_1']
+    """
+    for kind, key in shape:
+        if kind not in _THINKING:
+            served[key] = shape
 
 
 def check_interleaved_thinking(messages: Sequence[Any], served: Mapping[str, Shape]) -> None:

@@ -257,7 +257,7 @@ def test_systematic_in_process_mode_checks_the_points_memory_mode_does() -> None
     ({"fault_kinds": []}, "fault_kinds is empty"),    # was a run with no fault, passing
     ({"max_steps": "3"}, "max_steps must be an int >= 0"),  # was a TypeError from '<'
     ({"max_parallel": None}, "max_parallel must be an int >= 1"),
-    ({"max_examples": True}, "max_examples must be a positive int"),
+    ({"max_examples": True}, "max_examples must be an int >= 1"),
 ])
 def test_bad_fuzz_arguments_are_refused_before_any_example_runs(kwargs: dict[str, Any], says: str) -> None:
     with pytest.raises(ValueError, match=says):

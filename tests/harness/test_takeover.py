@@ -172,7 +172,7 @@ def test_a_second_worker_waiting_on_a_lock_of_the_process_is_not_checkable_rathe
 
 
 def test_bad_arguments_are_refused_with_what_to_do() -> None:
-    with pytest.raises(ValueError, match="examples must be at least 1"):
+    with pytest.raises(ValueError, match="examples must be an int >= 1"):
         takeover(REFERENCE, toolbox(), examples=0)
     with pytest.raises(ValueError, match="wait must be a positive number"):
         takeover(REFERENCE, toolbox(), wait=0)
