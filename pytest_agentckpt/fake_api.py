@@ -40,6 +40,7 @@ from reference_agent.offline import (
     FakeMessagesAPI,
     FaultKind,
     Hook,
+    RequestHeaders,
     network_error,
     offline_client,
     sse_body,
@@ -294,7 +295,7 @@ def fake_side_effect(api: FakeMessagesAPI) -> Callable[[httpx.Request], httpx.Re
         reply = api.respond(
             request.method,
             url.path,
-            request.headers,
+            RequestHeaders.of(request.headers.raw),
             request.read(),
             query=url.query.decode("ascii"),
             base_url=f"{url.scheme}://{url.netloc.decode('ascii')}",

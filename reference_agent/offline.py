@@ -33,14 +33,14 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import datetime as _dt
 import hashlib
 import json
 import re
 import threading
+import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Literal, get_args
@@ -115,7 +115,8 @@ FAKE_API_KEY = "sk-ant-offline-fake"
 #: - ``lost_response``: the model *did* reply — the exchange is recorded and the plan has
 #:   advanced server-side — but the answer never reaches the client (connection dropped);
 #: - ``stream_disconnect``: a streamed reply's connection drops after ``after_events``
-#:   events (``httpx2.RemoteProtocolError`` while the SDK reads the stream);
+#:   events (``httpx2.RemoteProtocolError`` while the SDK reads the stream; anthropic 2.17
+#:   and later wrap it in ``anthropic.APIConnectionError``);
 #: - ``stream_error``: a streamed reply sends an ``error`` event (``overloaded_error``)
 #:   after ``after_events`` events, as the API does when it is overloaded mid-stream;
 #: - ``max_tokens``: the model's reply reaches the request's ``max_tokens``: it arrives
@@ -158,14 +159,51 @@ def rate_limit_headers(*, exhausted: bool = False) -> list[tuple[str, str]]:
     >>> dict(rate_limit_headers(exhausted=True))["anthropic-ratelimit-requests-remaining"]
     '0'
     """
-    reset = (_dt.datetime.now(_dt.timezone.utc) + _dt.timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    headers: list[tuple[str, str]] = []
-    for name, limit in _RATE_LIMITS.items():
-        remaining = 0 if exhausted and name == "requests" else limit - 1 if name == "requests" else limit
-        headers.append((f"anthropic-ratelimit-{name}-limit", str(limit)))
-        headers.append((f"anthropic-ratelimit-{name}-remaining", str(remaining)))
-        headers.append((f"anthropic-ratelimit-{name}-reset", reset))
-    return headers
+    # The reset times have a resolution of a second: the headers of one second are made
+    # once (every generation's answer carries them).
+    second = int(time.time())
+    cached = _rate_limit_cache.get(exhausted)
+    if cached is None or cached[0] != second:
+        reset = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second + 1))
+        made: list[tuple[str, str]] = []
+        for name, limit in _RATE_LIMITS.items():
+            remaining = 0 if exhausted and name == "requests" else limit - 1 if name == "requests" else limit
+            made.append((f"anthropic-ratelimit-{name}-limit", str(limit)))
+            made.append((f"anthropic-ratelimit-{name}-remaining", str(remaining)))
+            made.append((f"anthropic-ratelimit-{name}-reset", reset))
+        cached = _rate_limit_cache[exhausted] = (second, tuple(made))
+    return list(cached[1])
+
+
+_rate_limit_cache: dict[bool, tuple[int, tuple[tuple[str, str], ...]]] = {}
+
+
+class RequestHeaders(dict[str, str]):
+    """A request's headers as the fake records them: names lower-cased, looked up in any
+    case (``exchange.headers["X-Api-Key"]``), a name sent twice joined with ``", "``.
+
+    >>> headers = RequestHeaders.of([(b"X-Api-Key", b"k"), (b"Accept", b"a"), (b"accept", b"b")])
+    >>> headers["x-api-key"], headers.get("X-API-KEY"), headers["accept"], "ACCEPT" in headers
+    ('k', 'k', 'a, b', True)
+    """
+
+    @classmethod
+    def of(cls, raw: Iterable[tuple[bytes, bytes]] | Iterable[tuple[str, str]]) -> RequestHeaders:
+        headers = cls()
+        for name, value in raw:
+            key = (name.decode("latin-1") if isinstance(name, bytes) else name).lower()
+            text = value.decode("latin-1") if isinstance(value, bytes) else value
+            headers[key] = f"{dict.__getitem__(headers, key)}, {text}" if dict.__contains__(headers, key) else text
+        return headers
+
+    def __getitem__(self, key: str) -> str:
+        return dict.__getitem__(self, key.lower())
+
+    def __contains__(self, key: object) -> bool:
+        return dict.__contains__(self, key.lower() if isinstance(key, str) else key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return dict.get(self, key.lower(), default)
 
 
 _STATUS_FAULTS: dict[str, tuple[int, str, str]] = {
@@ -1282,7 +1320,7 @@ class _SyncTransport(httpx2.BaseTransport):
         reply = self._api.respond(
             request.method,
             request.url.path,
-            request.headers,
+            RequestHeaders.of(request.headers.raw),
             request.read(),
             query=_query(request),
             base_url=_base_url(request),
@@ -1310,7 +1348,7 @@ class _AsyncTransport(httpx2.AsyncBaseTransport):
         reply = self._api.respond(
             request.method,
             request.url.path,
-            request.headers,
+            RequestHeaders.of(request.headers.raw),
             body,
             query=_query(request),
             base_url=_base_url(request),
@@ -1338,7 +1376,7 @@ def _handler_for(api: FakeMessagesAPI) -> type[BaseHTTPRequestHandler]:
         def _serve(self) -> None:
             length = int(self.headers.get("content-length") or 0)
             body = self.rfile.read(length) if length else b""
-            headers = {k.lower(): v for k, v in self.headers.items()}
+            headers = RequestHeaders.of(self.headers.items())
             url = urlsplit(self.path)
             host = headers.get("host") or "127.0.0.1"
             cut = url.path.find("/v1/")
