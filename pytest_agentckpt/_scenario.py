@@ -29,6 +29,7 @@ from .faults import (
     InstrumentedToolbox,
     PlanInfeasible,
     RunCounts,
+    crash_within,
     is_generation,
 )
 from .oracles import (
@@ -668,6 +669,18 @@ class _Executor:
         return outcome
 
     def _call(self, task_id: str, store: FaultyStore, tools: InstrumentedToolbox) -> Any:
+        try:
+            return self._call_agent(task_id, store, tools)
+        except Crash:
+            raise
+        except BaseException as exc:
+            # A crash inside a task group comes out in an exception group: the attempt died.
+            crash = crash_within(exc)
+            if crash is None:
+                raise
+            raise crash from exc
+
+    def _call_agent(self, task_id: str, store: FaultyStore, tools: InstrumentedToolbox) -> Any:
         if self.is_async:
             async_client = self.router.async_client()
 

@@ -185,6 +185,29 @@ class Crash(BaseException):
         self.occurrence = occurrence
 
 
+def crash_within(exc: BaseException) -> Crash | None:
+    """The harness's :class:`Crash` in ``exc``, itself or inside an exception group.
+
+    An ``asyncio.TaskGroup`` (or an anyio / trio task group) whose tasks die of a crash
+    raises a ``BaseExceptionGroup`` of them: the agent died all the same.
+
+    >>> crash = Crash("before_tool_effect", 1)
+    >>> class Group(BaseException):
+    ...     exceptions = (ValueError("a sibling"), crash)
+    >>> crash_within(Group()) is crash, crash_within(ValueError("no crash"))
+    (True, None)
+    """
+    if isinstance(exc, Crash):
+        return exc
+    inner = getattr(exc, "exceptions", None)  # BaseExceptionGroup, or its backport
+    if isinstance(inner, (tuple, list)):
+        for member in inner:
+            found = crash_within(member) if isinstance(member, BaseException) else None
+            if found is not None:
+                return found
+    return None
+
+
 def _check_occurrence(name: str, value: int) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value == 0:
         raise ValueError(
