@@ -405,9 +405,10 @@ def _evaluate_once(executor: _Executor, plan: Plan, faults: FaultPlan, budget: i
     if problems and not clean.completed:
         return _Verdict(plan, FaultPlan(), clean, problems, [], crash_free=True)
     fault_text = ""
-    if faults.from_end and clean.counts is not None:
+    if faults.relative and clean.counts is not None:
         # Occurrences counted from the end of the crash-free run become counts from the
-        # start; one counted from further back than that run goes is left out (unreached).
+        # start, crash fractions the points met there; one counted from further back than
+        # that run goes is left out (unreached).
         fault_text = faults.describe(clean.counts)
         faults = faults.resolve(clean.counts)
     # Faults that the crash-free run never reaches would not fire: the run under them is

@@ -191,6 +191,9 @@ def _read_child(path: Path, record: _ChildRecord, attempt: int) -> None:
 class ProcessExecutor:
     """Runs an importable agent in child processes; the same interface as the in-process one."""
 
+    #: The points are met in two processes: their order is not known (no crash fractions).
+    orders_points = False
+
     def __init__(
         self,
         run: str,
@@ -302,6 +305,7 @@ class ProcessExecutor:
         api.add_hook(guard)
         api.add_hook(injector.model_hook)
         api.add_hook(request_rules_hook(timeline))
+        api.add_delivery_hook(injector.model_delivered)
         injector.api_sink = lambda kind: api.fail_next(kind)  # type: ignore[arg-type]
         child = _ChildRecord()
         outcome = _Outcome(timeline, completed=False, answer=None, error=None)

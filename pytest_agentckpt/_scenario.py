@@ -520,11 +520,18 @@ def run_counts(injector: FaultInjector, hits: Counter[str] | None = None, store_
         store_ops=dict(injector.store_ops + (store_ops or Counter())),
         requests=injector.requests,
         streamed=frozenset(injector.streamed),
+        # Another process met points too: their order among the injector's is not known.
+        order=() if hits is not None else tuple(injector.order),
+        changes=() if hits is not None else tuple(injector.changes),
+        unsaved=frozenset(injector.timeline.unsaved),
     )
 
 
 class _Executor:
     """Runs one agent through plans and fault plans, in process."""
+
+    #: Whether a run's counts hold the order its fault points were met in (crash fractions).
+    orders_points = True
 
     def __init__(
         self,
@@ -586,6 +593,7 @@ class _Executor:
         api.add_hook(guard)
         api.add_hook(injector.model_hook)
         api.add_hook(rules)
+        api.add_delivery_hook(injector.model_delivered)
         injector.api_sink = lambda kind: api.fail_next(kind)  # type: ignore[arg-type]
         self.router.use(api)
         self.world.clear()
@@ -659,6 +667,7 @@ class _Executor:
             api.remove_hook(guard)
             api.remove_hook(injector.model_hook)
             api.remove_hook(rules)
+            api.remove_delivery_hook(injector.model_delivered)
             injector.api_sink = None
         outcome.hits = injector.hits
         outcome.store_ops = injector.store_ops

@@ -297,7 +297,10 @@ def _fuzz_with(
     from .strategies import fault_plans
 
     plan_strategy = _plan_strategy(tools, plans, max_steps, max_parallel)
-    fault_strategy = fault_plans(max_crashes=crashes_max, kinds=kinds)
+    # Crash fractions need the order the crash-free run met its points in, which only the
+    # in-process executor sees.
+    fractions = executor.orders_points
+    fault_strategy = fault_plans(max_crashes=crashes_max, kinds=kinds, fractions=fractions)
     scenario_strategy = st.tuples(plan_strategy, fault_strategy)
     # Two API fault kinds in eight cut a stream short: for an agent that streams, too few to
     # find what a cut reply does to it. One crash-free run of a plan with no tool call,
@@ -306,7 +309,9 @@ def _fuzz_with(
     # stream, the draws are as they were.
     mixed = kinds & STREAM_FAULT_KINDS and kinds & (set(API_FAULT_KINDS) - STREAM_FAULT_KINDS)
     if mixed and not systematic and _streams(executor):
-        scenario_strategy = st.tuples(plan_strategy, fault_plans(max_crashes=crashes_max, kinds=kinds, streamed=True))
+        scenario_strategy = st.tuples(
+            plan_strategy, fault_plans(max_crashes=crashes_max, kinds=kinds, streamed=True, fractions=fractions)
+        )
     local = FuzzStats()
     first_failure: list[int] = []
     infeasible: list[str] = []

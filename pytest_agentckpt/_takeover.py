@@ -321,6 +321,7 @@ def _run_point(executor: Any, plan: Any, point: str, occurrence: int, wait: floa
     rules = request_rules_hook(timeline)
     api.add_hook(injector.model_hook)
     api.add_hook(rules)
+    api.add_delivery_hook(injector.model_delivered)
     executor.router.use(api)
     executor.world.clear()
     task_id = f"takeover-{executor._prefix}-{next(executor._ids)}"

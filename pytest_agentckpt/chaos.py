@@ -32,7 +32,6 @@ from .faults import (
     CrashAt,
     FaultInjector,
     FaultPlan,
-    FaultPoint,
     FaultyStore,
     InstrumentedToolbox,
 )
@@ -162,22 +161,6 @@ class ChaosStats(Totals):
         return lines
 
 
-class _OrderedInjector(FaultInjector):
-    """A fault injector that also keeps the order in which the points were met."""
-
-    def __init__(self, plan: FaultPlan | None = None, timeline: Timeline | None = None) -> None:
-        super().__init__(plan, timeline)
-        self.order: list[FaultPoint] = []
-
-    def hit(self, point: FaultPoint) -> None:
-        before = self.hits[point]
-        try:
-            super().hit(point)
-        finally:
-            if self.hits[point] > before:  # counted (a dead attempt counts nothing)
-                self.order.append(point)
-
-
 @dataclass
 class PointResult:
     """One crash point's rerun: what happened and what failed."""
@@ -273,7 +256,7 @@ class ChaosTest:
         from reference_agent.world import World
 
         self.close()  # the previous run's fixtures are torn down: its World is done with
-        self.injector = _OrderedInjector(plan, Timeline())
+        self.injector = FaultInjector(plan, Timeline())
         self.world = _repeats_left_out(leave_out) if leave_out else World()
         self._worlds.append(self.world)
         self.doors = set()
@@ -281,6 +264,7 @@ class ChaosTest:
     def instrument_api(self, api: Any) -> Any:
         """Observe the model calls of ``api`` (a :class:`~pytest_agentckpt.FakeMessagesAPI`)."""
         api.add_hook(self.injector.model_hook)
+        api.add_delivery_hook(self.injector.model_delivered)
         self.injector.api_sink = lambda kind: api.fail_next(kind)
         self.doors.add("model")
         return api

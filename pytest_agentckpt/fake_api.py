@@ -303,7 +303,7 @@ def fake_side_effect(api: FakeMessagesAPI) -> Callable[[httpx.Request], httpx.Re
         if reply.drop is not None:
             raise _to_httpx_error(reply.drop, request)
         if reply.events is not None:
-            stream = _EventStream(reply.events, reply.stream_drop, request)
+            stream = _EventStream(reply.events, reply.stream_drop, request, reply.delivered)
             return httpx.Response(
                 reply.status, headers=reply.headers, stream=stream, request=request
             )
@@ -316,21 +316,28 @@ def fake_side_effect(api: FakeMessagesAPI) -> Callable[[httpx.Request], httpx.Re
 
 class _EventStream(httpx.SyncByteStream, httpx.AsyncByteStream):
     # The fake's stream events for a respx route: one per read, then the drop, if any.
-    def __init__(self, events: list[bytes], drop: bool, request: httpx.Request) -> None:
+    def __init__(
+        self, events: list[bytes], drop: bool, request: httpx.Request, delivered: Callable[[], None] | None
+    ) -> None:
         self._events = events
         self._drop = drop
         self._request = request
+        self._delivered = delivered
 
     def __iter__(self) -> Iterator[bytes]:
         yield from self._events
         if self._drop:
             raise _to_httpx_error("disconnect", self._request)
+        if self._delivered is not None:
+            self._delivered()
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         for event in self._events:
             yield event
         if self._drop:
             raise _to_httpx_error("disconnect", self._request)
+        if self._delivered is not None:
+            self._delivered()
 
 
 # -- patching mode -----------------------------------------------------------------------

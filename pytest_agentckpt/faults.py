@@ -46,6 +46,15 @@ harness resolves such a plan against the crash-free run's counts before it runs 
 
 >>> FaultPlan(crashes=(CrashAt("after_checkpoint_write", -1),)).describe()
 'crash at after_checkpoint_write, the last'
+
+A crash may also be placed by where it falls in that run rather than by point: a fraction
+of the way through the states it passed through (:attr:`FaultPlan.crash_fractions`; a state
+is the points met between two saves, deletes or tool effects). Counts of one point from
+either end reach only the first and last few of a long run; a fraction reaches its middle
+too:
+
+>>> FaultPlan(crash_fractions=(0.5,)).describe()
+'crash halfway through the crash-free run'
 """
 
 from __future__ import annotations
@@ -53,6 +62,7 @@ from __future__ import annotations
 import contextvars
 import inspect
 import json
+import math
 import threading
 import time
 from collections import Counter
@@ -234,6 +244,11 @@ def _from_end(occurrence: int, count: int | None = None) -> str:
     return f"#{resolved} ({which} of {count})"
 
 
+#: How much likelier a crash fraction lands in a state after an unsaved change (a tool
+#: effect, a delete) than in one after a save (:meth:`RunCounts.at_fraction`).
+UNSAVED_WEIGHT = 4
+
+
 @dataclass(frozen=True)
 class RunCounts:
     """How many times a run met each fault point, store operation and model request: what
@@ -246,6 +261,62 @@ class RunCounts:
     store_ops: Mapping[str, int]
     requests: int
     streamed: frozenset[int] = frozenset()
+    #: Every fault point the run met, in the order it met them (empty where that order is
+    #: not known: the points of process mode are met in two processes).
+    order: tuple[FaultPoint, ...] = ()
+    #: For each point of :attr:`order`, the durable changes made before it (saves,
+    #: deletes, tool effects): points with the same number leave the same state to resume
+    #: from.
+    changes: tuple[int, ...] = ()
+    #: The numbers of the changes that no save made (tool effects, deletes): after them
+    #: the world or the store holds what no checkpoint records yet.
+    unsaved: frozenset[int] = frozenset()
+
+    @property
+    def states(self) -> list[range]:
+        """The spans of :attr:`order` (indices) met between two durable changes."""
+        spans: list[range] = []
+        start = 0
+        for index in range(1, len(self.order) + 1):
+            if index == len(self.order) or self.changes[index] != self.changes[start]:
+                spans.append(range(start, index))
+                start = index
+        return spans
+
+    def at_fraction(self, fraction: float) -> tuple[CrashAt, int, int] | None:
+        """The crash ``fraction`` of the way through the states the run passed through, with
+        the state's number (1-based) and how many there were (``None`` where the order of
+        the points is not known).
+
+        A state is the points met between two durable changes: a crash anywhere in it
+        leaves the same checkpoint and the same world to resume from, so each state
+        counts once, however many points it spans, and what is left of the fraction picks
+        a point within it. A state after an unsaved change (a tool effect, a delete)
+        counts :data:`UNSAVED_WEIGHT` times: there the world or the store holds what no
+        checkpoint records yet, where resumes go wrong.
+
+        >>> counts = RunCounts({}, {}, 0, order=("before_checkpoint_write", "after_checkpoint_write",
+        ...     "iteration_start", "before_model_call"), changes=(0, 1, 1, 1))
+        >>> counts.at_fraction(0.5)
+        (CrashAt(point='before_checkpoint_write', occurrence=1), 1, 2)
+        >>> counts.at_fraction(1.0)
+        (CrashAt(point='before_model_call', occurrence=1), 2, 2)
+        """
+        states = self.states
+        if not states:
+            return None
+        weights = [UNSAVED_WEIGHT if self.changes[span.start] in self.unsaved else 1 for span in states]
+        scaled = fraction * sum(weights)
+        number = len(states)
+        for number, weight in enumerate(weights, 1):  # noqa: B007 (the last one if none is past)
+            if scaled <= weight:
+                break
+            scaled -= weight
+        span = states[number - 1]
+        within = min(1.0, scaled / weights[number - 1])  # (0, 1] inside the state
+        index = span[min(len(span) - 1, max(0, math.ceil(within * len(span)) - 1))]
+        point = self.order[index]
+        return CrashAt(point, self.order[: index + 1].count(point)), number, len(states)
 
 
 @dataclass(frozen=True, order=True)
@@ -346,11 +417,30 @@ class FaultPlan:
     crashes: tuple[CrashAt, ...] = ()
     api_faults: tuple[ApiFault, ...] = ()
     store_faults: tuple[StoreFault, ...] = ()
+    #: Crashes placed by where they fall rather than by point: ``0.5`` crashes halfway
+    #: through the states the crash-free run passed through (:meth:`RunCounts.at_fraction`).
+    #: Resolved against that run into :attr:`crashes` (:meth:`resolve`), as occurrences
+    #: counted from the end are.
+    crash_fractions: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        for fraction in self.crash_fractions:
+            if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not 0 < fraction <= 1:
+                raise ValueError(
+                    f"crash_fractions: each must be a number in (0, 1] (how far through the "
+                    f"crash-free run the crash falls), not {fraction!r}"
+                )
 
     @property
     def size(self) -> int:
         """The number of faults in the plan (what shrinking minimises)."""
-        return len(self.crashes) + len(self.api_faults) + len(self.store_faults)
+        return len(self.crashes) + len(self.crash_fractions) + len(self.api_faults) + len(self.store_faults)
+
+    @property
+    def relative(self) -> bool:
+        """Whether the plan names faults relative to the crash-free run (occurrences counted
+        from the end, crash fractions): :meth:`resolve` turns them into counts from the start."""
+        return self.from_end or bool(self.crash_fractions)
 
     @property
     def from_end(self) -> bool:
@@ -384,6 +474,14 @@ class FaultPlan:
         ops = counts.store_ops if counts is not None else {}
         requests = counts.requests if counts is not None else 0
         parts = [f"crash at {c.point}{spaced(at(c.occurrence, hits.get(c.point, 0)))}" for c in self.crashes]
+        for fraction in self.crash_fractions:
+            where = "halfway" if fraction == 0.5 else f"{fraction:.1%} of the way"
+            placed = counts.at_fraction(fraction) if counts is not None else None
+            if placed is None:
+                parts.append(f"crash {where} through the crash-free run")
+                continue
+            crash, number, total = placed
+            parts.append(f"crash at {crash.point} #{crash.occurrence} (in state {number} of {total} of the crash-free run)")
         parts += [
             f"API {f.kind} on request{spaced(at(f.request, requests))}" for f in self.api_faults
         ]
@@ -404,16 +502,20 @@ class FaultPlan:
         the start, against ``counts``, the plan's crash-free run: ``-1`` becomes the number
         of times that run met the point (made the request, the store operation).
 
+        A crash fraction becomes the crash at the point met that far through the run
+        (:meth:`RunCounts.at_fraction`).
+
         A fault counted from further back than the run goes (``-5`` of a point met 3 times)
         is never reached: it is left out, as a fault that cannot fire. So is a stream fault
-        resolved onto a request that did not stream. A plan with nothing counted from the
-        end is returned as it is.
+        resolved onto a request that did not stream, and a crash fraction where the order
+        of the points is not known. A plan with nothing relative to the run is returned as
+        it is.
 
         >>> plan = FaultPlan(crashes=(CrashAt("after_tool_effect", -1), CrashAt("before_tool_effect", -4)))
         >>> plan.resolve(RunCounts({"after_tool_effect": 3, "before_tool_effect": 3}, {}, 4)).describe()
         'crash at after_tool_effect #3'
         """
-        if not self.from_end:
+        if not self.relative:
             return self
 
         def start(occurrence: int, count: int) -> int:
@@ -424,6 +526,10 @@ class FaultPlan:
             n = start(c.occurrence, counts.hits.get(c.point, 0))
             if n >= 1:
                 crashes.setdefault(CrashAt(c.point, n))
+        for fraction in self.crash_fractions:
+            placed = counts.at_fraction(fraction)
+            if placed is not None:
+                crashes.setdefault(placed[0])
         api: dict[int, ApiFault] = {}
         for f in self.api_faults:
             n = start(f.request, counts.requests)
@@ -439,13 +545,16 @@ class FaultPlan:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-safe form (for process mode and reports)."""
-        return {
+        data: dict[str, Any] = {
             "crashes": [[c.point, c.occurrence] for c in self.crashes],
             "api_faults": [[f.kind, f.request] for f in self.api_faults],
             "store_faults": [
                 [s.kind, s.operation, s.occurrence, s.length, s.delay] for s in self.store_faults
             ],
         }
+        if self.crash_fractions:
+            data["crash_fractions"] = list(self.crash_fractions)
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FaultPlan:
@@ -454,6 +563,7 @@ class FaultPlan:
             crashes=tuple(CrashAt(p, o) for p, o in data.get("crashes", ())),
             api_faults=tuple(ApiFault(k, r) for k, r in data.get("api_faults", ())),
             store_faults=tuple(StoreFault(*fault) for fault in data.get("store_faults", ())),
+            crash_fractions=tuple(data.get("crash_fractions", ())),
         )
 
 
@@ -496,15 +606,19 @@ class FaultInjector:
     """
 
     def __init__(self, plan: FaultPlan | None = None, timeline: Timeline | None = None) -> None:
-        if plan is not None and plan.from_end:
+        if plan is not None and plan.relative:
             raise ValueError(
-                f"fault plan {plan.describe()!r} counts occurrences from the end of the crash-free "
-                "run (negative): resolve it first with plan.resolve(counts of the crash-free run), "
-                "or give it to replay/fuzz, which do"
+                f"fault plan {plan.describe()!r} places faults relative to the crash-free run "
+                "(occurrences counted from the end, crash fractions): resolve it first with "
+                "plan.resolve(counts of the crash-free run), or give it to replay/fuzz, which do"
             )
         self.plan = plan or FaultPlan()
         self.timeline = timeline if timeline is not None else Timeline()
         self.hits: Counter[str] = Counter()
+        #: Every point met, in order, and the durable changes made before each (what crash
+        #: fractions are resolved against).
+        self.order: list[FaultPoint] = []
+        self.changes: list[int] = []
         self.crashes = 0
         self.store_ops: Counter[str] = Counter()
         self._armed: dict[tuple[str, int], CrashAt] = {(c.point, c.occurrence): c for c in self.plan.crashes}
@@ -514,6 +628,8 @@ class FaultInjector:
         self._request_index = 0
         #: The indices of the model requests that asked for a streamed reply.
         self.streamed: set[int] = set()
+        #: The streamed replies not yet read to their end: reply id -> request index.
+        self._streaming: dict[str, int] = {}
         #: Where API faults go: the fake API's ``fail_next`` (set by the harness).
         self.api_sink: Callable[[str], None] | None = None
         #: Stop at the first tool error (the crash-free run of a plan).
@@ -537,6 +653,8 @@ class FaultInjector:
         with self._lock:
             self.check_alive()
             self.hits[point] += 1
+            self.order.append(point)
+            self.changes.append(self.timeline.changes)
             occurrence = self.hits[point]
             if self._armed.pop((point, occurrence), None) is None:
                 return
@@ -648,6 +766,11 @@ class FaultInjector:
                     # all: the oracles tell it from a prefill by its content.
                     paused = list(payload.get("content") or ())
             extra: dict[str, Any] = {} if paused is None else {"content": paused}
+            if self._request_index in self.streamed and status == 200 and isinstance(payload, dict):
+                # Open until it is read to its end (model_delivered): a save before that
+                # holds at most a draft of it.
+                extra["streamed"] = True
+                self._streaming[str(payload.get("id"))] = self._request_index
             if isinstance(payload, dict):
                 from reference_agent.validation import thinking_shape
 
@@ -667,6 +790,13 @@ class FaultInjector:
             if status == 200:
                 self._calls_since_response = 0
                 self.hit("after_model_call")
+
+    def model_delivered(self, index: int, message: dict[str, Any]) -> None:
+        """The fake API's delivery hook: a streamed reply was read to its end."""
+        with self._lock:
+            request = self._streaming.pop(str(message.get("id")), None)
+            if request is not None:
+                self.timeline.add("model_delivered", index=request)
 
     # -- toolbox ---------------------------------------------------------------------------
     def tool_called(self, tool: str, input: Mapping[str, Any], key: str | None) -> None:

@@ -948,6 +948,10 @@ def recorded_work_not_redone(timeline: Timeline) -> list[Violation]:
     apart): each request is judged against the latest save of its conversation's
     checkpoint, the one whose stored history starts with the request's first message and
     that the agent loaded or saved last; the tool calls against the latest save of each.
+
+    A reply is recorded only once the agent has it whole: a save made while the reply to
+    that history was still streaming (before it was read to its end) holds at most a draft
+    of it, and asking again for it redoes nothing.
     """
     # The latest save of each checkpoint, and when the agent last loaded or saved each.
     durable: dict[Any, Event] = {}
@@ -962,9 +966,16 @@ def recorded_work_not_redone(timeline: Timeline) -> list[Violation]:
     # those can a request repeat recorded work. Before that it still has what it saved,
     # and a request alike is a new conversation (a second sub-task like the first).
     reread: set[Any] = set()
+    # The messages of each request, the streamed replies not yet read to their end, and
+    # the saves made while some were (request indices).
+    requests: dict[Any, Sequence[Any]] = {}
+    streaming: set[Any] = set()
+    mid_stream: dict[int, frozenset[Any]] = {}
     for event in timeline:
         if event.kind == "store_save":
             task = event.data.get("task_id")
+            if streaming:
+                mid_stream[event.seq] = frozenset(streaming)
             durable[task] = event
             touched[task] = event.seq
             answered_by[task] = _answered_ids(event.data.get("messages") or ())
@@ -977,11 +988,20 @@ def recorded_work_not_redone(timeline: Timeline) -> list[Violation]:
             reread.add(event.data.get("task_id"))
         elif event.kind in ("attempt_start", "store_outage"):
             reread.update(durable)
+            if event.kind == "attempt_start":
+                streaming.clear()  # a new process reads no stream of the last one
         elif event.kind == "model_response":
             for tool_use_id, name, tool_input in event.data.get("tool_uses", ()):
                 asked[(name, canonical(tool_input))].add(tool_use_id)
-        elif event.kind == "model_request" and durable:
+            if event.data.get("streamed"):
+                streaming.add(event.data.get("index"))
+        elif event.kind == "model_delivered":
+            streaming.discard(event.data.get("index"))
+        elif event.kind == "model_request":
             sent = event.data.get("messages", [])
+            requests[event.data.get("index")] = sent
+            if not durable:
+                continue
             saved = _conversation_save(durable, touched, sent)
             if saved is None or saved.data.get("task_id") not in reread:
                 continue
@@ -992,6 +1012,7 @@ def recorded_work_not_redone(timeline: Timeline) -> list[Violation]:
                 and isinstance(stored[n], Mapping)
                 and stored[n].get("role") == "assistant"
                 and _same_history(stored[:n], sent)
+                and not _draft_of_streaming_reply(stored, n, mid_stream.get(saved.seq, frozenset()), requests)
             ):
                 return [
                     Violation(
@@ -1028,6 +1049,18 @@ def recorded_work_not_redone(timeline: Timeline) -> list[Violation]:
                     )
                 ]
     return []
+
+
+def _draft_of_streaming_reply(
+    stored: Sequence[Any], n: int, open_requests: frozenset[Any], requests: Mapping[Any, Sequence[Any]]
+) -> bool:
+    """Whether ``stored[n]``, the last message stored, was saved while the reply to the
+    history before it was still streaming: then it is a draft of that reply at most."""
+    if n != len(stored) - 1:
+        return False
+    return any(
+        len(requests.get(index, ())) == n and _same_history(stored[:n], requests[index]) for index in open_requests
+    )
 
 
 def _conversation_save(durable: Mapping[Any, Event], touched: Mapping[Any, int], sent: Sequence[Any]) -> Event | None:

@@ -322,6 +322,7 @@ def fault_plans(
     max_store_faults: int = 1,
     streamed: bool = False,
     from_end: bool = True,
+    fractions: bool | None = None,
 ) -> st.SearchStrategy[FaultPlan]:
     """Fault plans: up to ``max_crashes`` crashes at the points in ``kinds``, plus API and
     store faults of the kinds in ``kinds`` (default: ``DEFAULT_FAULT_KINDS``, every kind
@@ -339,6 +340,13 @@ def fault_plans(
     Shrinking goes from them to counts from the start, towards ``#1``. ``from_end=False``:
     only counts from the start, ``1`` to ``max_occurrence`` (what a ``FaultInjector`` you
     drive yourself takes).
+
+    ``fractions`` (default: as ``from_end``): half of the crashes are placed by how far
+    through the crash-free run they fall (:attr:`FaultPlan.crash_fractions`), uniformly
+    over every point it met, rather than at a drawn point's occurrence. Occurrences reach
+    the first and last ``max_occurrence`` times a point is met; in a long run, a crash
+    window in the middle (one save between an effect and the record of its outcome) is
+    reached only by a fraction. They shrink towards the start of the run.
 
     >>> from hypothesis import find
     >>> find(fault_plans(kinds=["after_tool_effect"]), lambda p: p.crashes).describe()
@@ -361,7 +369,12 @@ def fault_plans(
         if from_end
         else st.integers(1, max_occurrence)
     )
-    crash = st.builds(CrashAt, st.sampled_from(points), occurrence) if points else None
+    crash: st.SearchStrategy[CrashAt | float] | None = (
+        st.builds(CrashAt, st.sampled_from(points), occurrence) if points else None
+    )
+    if crash is not None and (from_end if fractions is None else fractions):
+        # Thousandths of the run: as fine as any run here has points, and uniform.
+        crash = st.one_of(crash, st.integers(1, 1000).map(lambda n: n / 1000))
     # A named ``api_outage`` (opt-in) is half of the API faults drawn: one kind in eight or
     # nine found an agent that gives up on the model once in five seeds of 100 examples.
     outage = "api_outage" in api and len(api) > 1
@@ -407,7 +420,12 @@ def fault_plans(
             # No fault at all only repeats the crash-free run, and a fault on the load of
             # a resume needs something to resume from.
             crashes = [draw(crash)]
-        return FaultPlan(tuple(sorted(crashes)), tuple(sorted(api_faults)), tuple(store_faults))
+        return FaultPlan(
+            tuple(sorted(c for c in crashes if isinstance(c, CrashAt))),
+            tuple(sorted(api_faults)),
+            tuple(store_faults),
+            crash_fractions=tuple(sorted(c for c in crashes if not isinstance(c, CrashAt))),
+        )
 
     return build()
 

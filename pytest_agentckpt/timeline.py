@@ -29,6 +29,7 @@ EventKind = Literal[
     "attempt_end",
     "model_request",
     "model_response",
+    "model_delivered",
     "api_fault",
     "crash",
     "held",
@@ -49,7 +50,9 @@ class Event:
     """One observation: ``seq`` orders events across attempts; ``data`` depends on kind.
 
     ``model_request``: ``index``, ``messages``; ``model_response``: ``index``, ``status``,
-    ``tool_uses`` (list of ``(id, name, input)``); ``crash``: ``point``, ``occurrence``;
+    ``tool_uses`` (list of ``(id, name, input)``), ``streamed`` when the reply streams;
+    ``model_delivered``: ``index``, once a streamed reply was read to its end (until then
+    the agent holds at most part of it); ``crash``: ``point``, ``occurrence``;
     ``tool_call``: ``tool``, ``input``, ``key``; ``effect``: ``tool``, ``input``, ``key``;
     ``store_save``: ``task_id``, ``version``, ``iteration``, ``status``, ``messages``;
     ``store_load``: ``found``, ``version``, ``iteration``, ``task_id``.
@@ -69,12 +72,21 @@ def _short(value: Any, limit: int = 90) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+#: The events that change what a resume starts from: the store's state or the world's.
+_CHANGES = frozenset({"effect", "store_save", "store_delete"})
+
+
 class Timeline:
     """An append-only list of :class:`Event`, with attempt numbering."""
 
     def __init__(self) -> None:
         self.events: list[Event] = []
         self.attempt = 0
+        #: Durable changes so far (saves, deletes, tool effects): points met between two
+        #: changes leave the same stored state and the same world to resume from.
+        self.changes = 0
+        #: The numbers of the changes no save made: tool effects and deletes.
+        self.unsaved: set[int] = set()
         # Tools run in threads: numbering and appending must be one step.
         self._lock = threading.Lock()
 
@@ -95,6 +107,10 @@ class Timeline:
         with self._lock:
             event = Event(len(self.events), self.attempt, kind, data, time.monotonic_ns())
             self.events.append(event)
+            if kind in _CHANGES:
+                self.changes += 1
+                if kind != "store_save":
+                    self.unsaved.add(self.changes)
         return event
 
     def merge(self, events: Iterable[Event]) -> None:
@@ -128,6 +144,8 @@ class Timeline:
             uses = ", ".join(f"{name}({_short(inp, 40)}) id={tid}" for tid, name, inp in d.get("tool_uses", ()))
             what = f"tool_use: {uses}" if uses else f"text: {_short(d.get('text', ''), 50)}"
             return f"model response #{d['index']} status {d.get('status')} -> {what}"
+        if kind == "model_delivered":
+            return f"model response #{d['index']} read to its end (the stream is whole)"
         if kind == "api_fault":
             outage = " (API outage: longer than the SDK retries)" if d.get("outage") else ""
             return f"API fault {d.get('fault')} on request #{d.get('index')}{outage}"

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import hashlib
 import json
 import re
@@ -227,6 +228,10 @@ _STATUS_FAULTS: dict[str, tuple[int, str, str]] = {
 #: ``BaseException`` subclasses, which is how crashes are injected. ``body`` is shared with
 #: the record (and the next requests' checks): read it, do not edit it.
 Hook = Callable[[Literal["request", "response"], int, dict[str, Any]], None]
+#: ``fn(index, message)``, called once a streamed reply's last event has been handed to
+#: the client (:meth:`FakeMessagesAPI.add_delivery_hook`): until then the client holds at
+#: most part of it.
+DeliveryHook = Callable[[int, dict[str, Any]], None]
 
 _MESSAGES = "/v1/messages"
 _COUNT_TOKENS = "/v1/messages/count_tokens"
@@ -262,6 +267,10 @@ class Reply:
     drop: str | None = None
     events: list[bytes] | None = None
     stream_drop: bool = False
+    #: Called once the last event of a whole stream has been handed to the client (the
+    #: in-process transports call it; a stream cut short never calls it, nor does the HTTP
+    #: server of :meth:`FakeMessagesAPI.serve`, which cannot know when the client read it).
+    delivered: Callable[[], None] | None = None
 
 
 def _error_body(
@@ -390,6 +399,7 @@ class FakeMessagesAPI:
         #: The Message Batches the fake holds.
         self.batches = BatchStore(_weakly(self._answer_batch_request))
         self._hooks: list[Hook] = []
+        self._delivery_hooks: list[DeliveryHook] = []
         self._faults: deque[_Fault] = deque()
         self._lock = threading.Lock()
         self._model_lock = threading.Lock()
@@ -429,6 +439,34 @@ class FakeMessagesAPI:
         """Stop calling ``fn``; a hook that is not registered is ignored."""
         with self._lock, contextlib.suppress(ValueError):
             self._hooks.remove(fn)
+
+    def add_delivery_hook(self, fn: DeliveryHook) -> None:
+        """Call ``fn(index, message)`` once a streamed reply has reached the client whole:
+        its last event handed over (see :data:`DeliveryHook`). A reply that is not
+        streamed arrives whole with its response; a stream cut short never does. Over
+        :meth:`serve`'s HTTP server nothing says when the client read the last event: it
+        is never called there.
+
+        >>> api = FakeMessagesAPI(Plan(steps=(), final_answer="ok"))
+        >>> seen = []
+        >>> api.add_delivery_hook(lambda index, message: seen.append(index))
+        >>> with api.client().messages.stream(
+        ...     model="m", max_tokens=8, messages=[{"role": "user", "content": "?"}]) as s:
+        ...     _ = s.get_final_message()
+        >>> seen
+        [0]
+        """
+        with self._lock:
+            self._delivery_hooks.append(fn)
+
+    def remove_delivery_hook(self, fn: DeliveryHook) -> None:
+        """Stop calling ``fn``; a hook that is not registered is ignored."""
+        with self._lock, contextlib.suppress(ValueError):
+            self._delivery_hooks.remove(fn)
+
+    def _delivered(self, index: int, message: dict[str, Any]) -> None:
+        for hook in tuple(self._delivery_hooks):
+            hook(index, message)
 
     def fail_next(
         self,
@@ -939,6 +977,8 @@ class FakeMessagesAPI:
                 stream_drop=plan.drops,
             )
             whole = plan.cut is None
+            if whole:
+                reply.delivered = functools.partial(self._delivered, index, message)
         else:
             reply = Reply(
                 200, _dumps(message), [*base_headers, ("content-type", "application/json")]
@@ -1331,7 +1371,9 @@ class _SyncTransport(httpx2.BaseTransport):
             return httpx2.Response(
                 reply.status,
                 headers=reply.headers,
-                stream=SyncEventStream(reply.events, drop=reply.stream_drop, request=request),
+                stream=SyncEventStream(
+                    reply.events, drop=reply.stream_drop, request=request, delivered=reply.delivered
+                ),
                 request=request,
             )
         return httpx2.Response(
@@ -1359,7 +1401,9 @@ class _AsyncTransport(httpx2.AsyncBaseTransport):
             return httpx2.Response(
                 reply.status,
                 headers=reply.headers,
-                stream=AsyncEventStream(reply.events, drop=reply.stream_drop, request=request),
+                stream=AsyncEventStream(
+                    reply.events, drop=reply.stream_drop, request=request, delivered=reply.delivered
+                ),
                 request=request,
             )
         return httpx2.Response(
@@ -1411,6 +1455,8 @@ def _handler_for(api: FakeMessagesAPI) -> type[BaseHTTPRequestHandler]:
             if reply.stream_drop:
                 self.close_connection = True
                 return
+            # No delivery here: the last chunk written is not the last chunk read (the
+            # client may still be reading the first), and over a socket nothing says when.
             self.wfile.write(b"0\r\n\r\n")
 
         do_POST = _serve

@@ -18,7 +18,7 @@ import base64
 import json
 import struct
 import zlib
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -167,34 +167,46 @@ def _dropped(request: httpx2.Request) -> httpx2.RemoteProtocolError:
     )
 
 
-class SyncEventStream(httpx2.SyncByteStream):
-    """Hands ``events`` to the client one per read; raises a dropped connection at the
-    end when ``drop`` is set."""
+class _EventSource:
+    """What a stream hands out: ``events``, the drop at their end if ``drop``, and
+    ``delivered``, called once the client has read them all (not when they drop)."""
 
-    def __init__(self, events: Sequence[bytes], *, drop: bool, request: httpx2.Request) -> None:
+    def __init__(
+        self,
+        events: Sequence[bytes],
+        *,
+        drop: bool,
+        request: httpx2.Request,
+        delivered: Callable[[], None] | None = None,
+    ) -> None:
         self._events = events
         self._drop = drop
         self._request = request
+        self._delivered = delivered
+
+
+class SyncEventStream(_EventSource, httpx2.SyncByteStream):
+    """Hands ``events`` to the client one per read; raises a dropped connection at the
+    end when ``drop`` is set, else calls ``delivered`` (the client has read it all)."""
 
     def __iter__(self) -> Iterator[bytes]:
         yield from self._events
         if self._drop:
             raise _dropped(self._request)
+        if self._delivered is not None:
+            self._delivered()
 
 
-class AsyncEventStream(httpx2.AsyncByteStream):
+class AsyncEventStream(_EventSource, httpx2.AsyncByteStream):
     """The async twin of :class:`SyncEventStream`."""
-
-    def __init__(self, events: Sequence[bytes], *, drop: bool, request: httpx2.Request) -> None:
-        self._events = events
-        self._drop = drop
-        self._request = request
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         for event in self._events:
             yield event
         if self._drop:
             raise _dropped(self._request)
+        if self._delivered is not None:
+            self._delivered()
 
 
 def _aws_header(name: str, value: str) -> bytes:

@@ -110,3 +110,43 @@ def test_stream_faults_reach_an_agent_over_real_http() -> None:
         with client.messages.stream(model="m", max_tokens=64, messages=GO) as stream:
             assert stream.response.is_closed is False
             assert stream.get_final_text() == TEXT
+
+
+def test_a_streamed_reply_is_delivered_once_its_last_event_is_read_on_every_way_in() -> None:
+    api = fake()
+    delivered: list[int] = []
+    api.add_delivery_hook(lambda index, message: delivered.append(index))
+    client = api.client(max_retries=0)
+    with client.messages.stream(model="m", max_tokens=64, messages=GO) as stream:
+        next(iter(stream))
+        assert delivered == []  # the agent holds part of the reply
+        stream.get_final_message()
+    assert delivered == [0]
+    # A reply that does not stream arrives whole with its response: no delivery to wait for.
+    client.messages.create(model="m", max_tokens=64, messages=GO)
+    assert delivered == [0]
+
+    async def main() -> None:
+        async with api.async_client(max_retries=0).messages.stream(model="m", max_tokens=64, messages=GO) as s:
+            await s.get_final_message()
+
+    asyncio.run(main())
+    assert delivered == [0, 2]
+    # Over real HTTP the last chunk written is not the last one read: nothing is said.
+    with api.serve() as url:
+        over_http = anthropic.Anthropic(api_key="k", base_url=url, max_retries=0)
+        with over_http.messages.stream(model="m", max_tokens=64, messages=GO) as stream:
+            stream.get_final_message()
+    assert delivered == [0, 2]
+
+
+@pytest.mark.parametrize("kind", ["stream_disconnect", "stream_error"])
+def test_a_stream_cut_short_is_never_delivered(kind: str) -> None:
+    api = fake()
+    delivered: list[int] = []
+    api.add_delivery_hook(lambda index, message: delivered.append(index))
+    api.fail_next(kind, after_events=4)  # type: ignore[arg-type]
+    cut = raises_cut_stream() if kind == "stream_disconnect" else pytest.raises(anthropic.APIStatusError)
+    with cut:
+        read_stream(api.client(max_retries=0))
+    assert delivered == []

@@ -106,7 +106,7 @@ def test_an_injector_refuses_a_plan_it_cannot_count_from_the_end_of() -> None:
 def test_fault_plans_draw_late_occurrences_and_shrink_to_early_ones() -> None:
     seen: list[int] = []
 
-    @settings(max_examples=300, database=None)
+    @settings(max_examples=1000, database=None)
     @given(fault_plans(kinds=["after_tool_effect", "store_outage", "rate_limit"]))
     def draw(plan: FaultPlan) -> None:
         seen.extend(c.occurrence for c in plan.crashes)
@@ -193,3 +193,89 @@ def test_process_mode_resolves_against_its_own_crash_free_run(tmp_path: Path) ->
     assert verdict.faults == FaultPlan((CrashAt("after_tool_effect", 12),))
     assert verdict.outcome.timeline.of("crash") and "no_duplicate_effect" in verdict.oracles
     assert verdict.fault_text == "crash at after_tool_effect #12 (the last of 12)"
+
+
+# -- crashes placed by a fraction of the crash-free run ------------------------------------
+#: A run's points: a save, an unkeyed effect, a save, a model call, then the next save.
+ORDER = ("before_checkpoint_write", "after_checkpoint_write", "before_tool_effect", "after_tool_effect",
+         "before_checkpoint_write", "after_checkpoint_write", "iteration_start", "before_model_call")
+#: The durable changes before each point: save 1, the effect (2), save 3.
+CHANGES = (0, 1, 1, 2, 2, 3, 3, 3)
+
+
+def test_a_crash_fraction_picks_a_state_of_the_run_and_a_point_within_it() -> None:
+    counts = RunCounts({}, {}, 0, order=ORDER, changes=CHANGES, unsaved=frozenset({2}))
+    assert [list(span) for span in counts.states] == [[0], [1, 2], [3, 4], [5, 6, 7]]
+    # Weights 1, 1, 4 (after the effect, unsaved), 1: seven parts of the run.
+    placed = [counts.at_fraction(k / 700) for k in range(1, 701)]
+    states = [p[1] for p in placed if p is not None]
+    assert [states.count(n) for n in (1, 2, 3, 4)] == [100, 100, 400, 100]
+    assert counts.at_fraction(0.001) == (CrashAt("before_checkpoint_write", 1), 1, 4)
+    assert counts.at_fraction(0.5) == (CrashAt("after_tool_effect", 1), 3, 4)
+    assert counts.at_fraction(0.6) == (CrashAt("before_checkpoint_write", 2), 3, 4)
+    assert counts.at_fraction(1.0) == (CrashAt("before_model_call", 1), 4, 4)
+    # Every point of the run is reached by some fraction.
+    assert {p[0] for p in placed if p is not None} == set(single_crash_points(ORDER))
+
+
+def single_crash_points(order: tuple[str, ...]) -> list[CrashAt]:
+    from pytest_agentckpt.chaos import single_crash_plans
+
+    return [plan.crashes[0] for plan in single_crash_plans(order)]
+
+
+def test_a_crash_fraction_resolves_describes_and_round_trips() -> None:
+    counts = RunCounts({}, {}, 0, order=ORDER, changes=CHANGES, unsaved=frozenset({2}))
+    plan = FaultPlan(crash_fractions=(0.5,))
+    assert plan.relative and not plan.from_end and plan.size == 1
+    assert plan.describe() == "crash halfway through the crash-free run"
+    assert plan.describe(counts) == "crash at after_tool_effect #1 (in state 3 of 4 of the crash-free run)"
+    assert plan.resolve(counts) == FaultPlan((CrashAt("after_tool_effect", 1),))
+    assert FaultPlan.from_dict(plan.to_dict()) == plan
+    assert "crash_fractions" not in FaultPlan((CrashAt("after_tool_effect", 1),)).to_dict()
+    # Where the order of the points is not known (process mode), it is never reached.
+    assert plan.resolve(RunCounts({"before_checkpoint_write": 2}, {}, 0)) == FaultPlan()
+    with pytest.raises(ValueError, match=r"resolve it first"):
+        FaultInjector(plan)
+
+
+@pytest.mark.parametrize("fraction", [0, -0.5, 1.5, float("nan"), "1", True])
+def test_a_crash_fraction_outside_the_run_is_refused(fraction: object) -> None:
+    with pytest.raises(ValueError, match=r"crash_fractions: each must be a number in \(0, 1\]"):
+        FaultPlan(crash_fractions=(fraction,))  # type: ignore[arg-type]
+
+
+def test_fault_plans_reach_the_middle_of_a_long_run_only_by_fractions() -> None:
+    # Thirty saves, nothing between them: save 15 is further than six from either end.
+    order = ("before_checkpoint_write", "after_checkpoint_write") * 30
+    counts = RunCounts({"before_checkpoint_write": 30, "after_checkpoint_write": 30}, {"save": 30}, 0,
+                       order=order, changes=tuple(n // 2 + n % 2 for n in range(60)))
+    middle = (CrashAt("after_checkpoint_write", 15),)
+    kinds = ["before_checkpoint_write", "after_checkpoint_write"]
+    found = find(fault_plans(kinds=kinds), lambda p: p.resolve(counts).crashes == middle,
+                 settings=settings(max_examples=2000, database=None))
+    assert found.crash_fractions and not found.crashes
+    from hypothesis.errors import NoSuchExample
+
+    with pytest.raises(NoSuchExample):
+        find(fault_plans(kinds=kinds, fractions=False), lambda p: p.resolve(counts).crashes == middle,
+             settings=settings(max_examples=2000, database=None))
+
+
+def test_a_crash_fraction_runs_through_replay_and_reports_where_it_fell() -> None:
+    # Effect #9 is the send of step 3, which the ledger-cap agent leaves unrecorded.
+    ex = _Executor(ledger_cap.run, toolbox(), store=None, budget=None, max_resumes=None, goal="g")
+    try:
+        _, clean = ex.baseline(LONG)
+        counts = clean.counts
+        assert counts is not None and len(counts.order) == sum(counts.hits.values())
+        fraction = next(
+            k / 1000 for k in range(1, 1001)
+            if (placed := counts.at_fraction(k / 1000)) and placed[0] == CrashAt("after_tool_effect", 9)
+        )
+        verdict = _evaluate(ex, LONG, FaultPlan(crash_fractions=(fraction,)), None)
+    finally:
+        ex.close()
+    assert verdict.faults == FaultPlan((CrashAt("after_tool_effect", 9),))
+    assert "no_duplicate_effect" in verdict.oracles
+    assert re.fullmatch(r"crash at after_tool_effect #9 \(in state \d+ of \d+ of the crash-free run\)", verdict.fault_text)

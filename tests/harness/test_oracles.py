@@ -303,3 +303,29 @@ def test_completed_idempotent_fails_on_any_model_or_tool_call_after_completion()
     assert "1 model call(s) and 0 tool call(s)" in violation.message
     assert completed_idempotent([], "done", "done") == []
     assert completed_idempotent([], "other", "done")[0].oracle == "completed_idempotent"
+
+
+DRAFT = {"role": "assistant", "content": [{"type": "text", "text": "Let me lo"}]}
+
+
+def test_a_draft_saved_while_its_reply_was_streaming_is_not_a_recorded_reply() -> None:
+    # The agent saves the text as it streams in; the crash comes before the stream ends;
+    # the resumed agent drops the draft and asks again: nothing recorded is redone.
+    request = ("model_request", {"index": 1, "messages": [GOAL]})
+    streaming = ("model_response", {"index": 1, "status": 200, "tool_uses": [], "streamed": True})
+    draft = _timeline(request, streaming, _save([GOAL, DRAFT]), ("attempt", {}),
+                      ("model_request", {"index": 2, "messages": [GOAL]}))
+    assert recorded_work_not_redone(draft) == []
+    # Read to its end before the save, the reply is recorded: asking again redoes it.
+    whole = _timeline(request, streaming, ("model_delivered", {"index": 1}), _save([GOAL, DRAFT]), ("attempt", {}),
+                      ("model_request", {"index": 2, "messages": [GOAL]}))
+    [violation] = recorded_work_not_redone(whole)
+    assert "asks again for reply 1" in violation.message
+    # A reply that does not stream is whole when it arrives.
+    plain = _timeline(request, ("model_response", {"index": 1, "status": 200, "tool_uses": []}), _save([GOAL, USE]),
+                      ("attempt", {}), ("model_request", {"index": 2, "messages": [GOAL]}))
+    assert len(recorded_work_not_redone(plain)) == 1
+    # A save mid-stream holding more than the draft (its next turn too) is judged as usual.
+    later = _timeline(request, streaming, _save([GOAL, USE, RESULT]), ("attempt", {}),
+                      ("model_request", {"index": 2, "messages": [GOAL]}))
+    assert len(recorded_work_not_redone(later)) == 1

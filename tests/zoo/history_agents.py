@@ -25,10 +25,11 @@ design              what it does                                   its twin's bu
                     no result (by id) are settled                  breaks (``valid_sequence``)
 ==================  =============================================  ===========================
 
-Open: the ``summarises`` twin is not caught by a fuzz of 150 examples (its bug needs a
-resume whose loaded reply is unanswered while the history is past the limit), and the
-sound ``drafts`` agent is failed by ``recorded_work_not_redone``, which takes a draft saved
-while the stream was open for a recorded reply (``test_history.py`` marks it xfail).
+The ``summarises`` twin's bug needs a resume whose loaded reply is unanswered while the
+history is past the limit: a few hundred examples find it (``test_history.py``). The sound
+``drafts`` agent was a false alarm of ``recorded_work_not_redone``, which took a draft saved
+while its reply was still streaming for the recorded reply; a reply now counts as recorded
+once it was read to its end.
 """
 
 from __future__ import annotations
