@@ -35,6 +35,7 @@ from .oracles import (
     nothing_saved,
     recorded_work_not_redone,
     same_answer,
+    stale_load_advice,
     tools_not_called,
     valid_sequence,
 )
@@ -417,6 +418,9 @@ def _evaluate_once(executor: _Executor, plan: Plan, faults: FaultPlan, budget: i
     violations, unsafe, not_checkable = _judge(outcome, baseline, executor.flags, budget, ignored)
     violations = [v for v in violations if v.oracle not in ignored]
     advice = give_up_advice(outcome.main())
+    if violations:
+        # What explains them comes first: a resume that went on from a stale checkpoint.
+        advice = stale_load_advice(outcome.timeline) + advice
     if problems:
         known = {v.oracle for v in problems}
         if not {v.oracle for v in violations} - known:

@@ -257,6 +257,7 @@ class ProcessExecutor:
             _Outcome,
             advanced,
             attempt_numbers,
+            delete_scenario_checkpoints,
             request_budget,
             request_rules_hook,
             resumed_idle,
@@ -417,7 +418,7 @@ class ProcessExecutor:
                     elif kind == "runaway":
                         timeline.add("attempt_end", outcome="error", detail=f"_Runaway: {value}")
         finally:
-            self.store.delete(task_id)
+            delete_scenario_checkpoints(self.store, task_id, timeline)
         hits = Counter(injector.hits)
         hits.update(child.hits)
         outcome.hits = hits

@@ -512,6 +512,17 @@ class _Outcome:
         return main
 
 
+def delete_scenario_checkpoints(store: Any, task_id: str, timeline: Timeline) -> None:
+    """Delete what a scenario saved: its task's checkpoint and every one the agent saved
+    under a key made from the task id (a sub-agent's ``f"{task_id}/sub/..."``, snapshots
+    ``f"{task_id}@{n}"``). Keys that do not start with the task id may hold state the agent
+    shares across tasks, or a user's data: they are left alone."""
+    store.delete(task_id)
+    derived = {e.data.get("task_id") for e in timeline.of("store_save")}
+    for key in sorted(k for k in derived if isinstance(k, str) and k != task_id and k.startswith(task_id)):
+        store.delete(key)
+
+
 def run_counts(injector: FaultInjector, hits: Counter[str] | None = None, store_ops: Counter[str] | None = None) -> RunCounts:
     """A copy of what ``injector`` counted so far (``hits`` and ``store_ops``, where another
     process counted them: added to its own)."""
@@ -660,7 +671,7 @@ class _Executor:
                     outcome.rerun_answer = None
                     timeline.add("attempt_end", outcome="error", detail=f"{type(exc).__name__}: {exc}")
         finally:
-            self.store.delete(task_id)
+            delete_scenario_checkpoints(self.store, task_id, timeline)
             # The scenario's objects point at each other (the fake's hooks at the injector,
             # the injector's sink at the fake): unhook them, so that they are freed now
             # rather than by the garbage collector's passes.

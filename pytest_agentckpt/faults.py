@@ -266,19 +266,27 @@ class RunCounts:
     order: tuple[FaultPoint, ...] = ()
     #: For each point of :attr:`order`, the durable changes made before it (saves,
     #: deletes, tool effects): points with the same number leave the same state to resume
-    #: from.
+    #: from. Empty: every point is a state of its own.
     changes: tuple[int, ...] = ()
     #: The numbers of the changes that no save made (tool effects, deletes): after them
     #: the world or the store holds what no checkpoint records yet.
     unsaved: frozenset[int] = frozenset()
 
+    def __post_init__(self) -> None:
+        if self.changes and len(self.changes) != len(self.order):
+            raise ValueError(
+                f"changes: one count per point of order ({len(self.order)}), not {len(self.changes)}; "
+                "or none, to make every point a state of its own"
+            )
+
     @property
     def states(self) -> list[range]:
         """The spans of :attr:`order` (indices) met between two durable changes."""
+        changes = self.changes or range(len(self.order))
         spans: list[range] = []
         start = 0
         for index in range(1, len(self.order) + 1):
-            if index == len(self.order) or self.changes[index] != self.changes[start]:
+            if index == len(self.order) or changes[index] != changes[start]:
                 spans.append(range(start, index))
                 start = index
         return spans
@@ -305,7 +313,9 @@ class RunCounts:
         states = self.states
         if not states:
             return None
-        weights = [UNSAVED_WEIGHT if self.changes[span.start] in self.unsaved else 1 for span in states]
+        weights = [
+            UNSAVED_WEIGHT if self.changes and self.changes[span.start] in self.unsaved else 1 for span in states
+        ]
         scaled = fraction * sum(weights)
         number = len(states)
         for number, weight in enumerate(weights, 1):  # noqa: B007 (the last one if none is past)

@@ -65,6 +65,7 @@ __all__ = [
     "no_duplicate_effect",
     "recorded_work_not_redone",
     "same_answer",
+    "stale_load_advice",
     "valid_sequence",
 ]
 
@@ -471,7 +472,7 @@ def no_duplicate_effect(
                     f"model asked for it {asked} time(s) (crash-free run: {expected}): the agent "
                     "repeated an action the model asked for once. "
                     + (
-                        _key_advice(done, reasked=key in _reasked(timeline))
+                        _key_advice(done, reasked=_reasked_reply(timeline, key))
                         if flags is not None and flags.idempotent
                         else "Record the intent durably before an irreversible call and settle "
                         "it on resume instead of re-running it."
@@ -494,7 +495,7 @@ def no_duplicate_effect(
                     + (
                         answered_error
                         if answered_error is not None
-                        else _key_advice(done, reasked=key in _reasked(timeline))
+                        else _key_advice(done, reasked=_reasked_reply(timeline, key))
                         if flags is not None and flags.idempotent
                         else "The repeat is not explained by the end of an attempt between the "
                         "effect and a durable record of it."
@@ -595,10 +596,44 @@ def _result_text(content: Any) -> str:
     return str(content)
 
 
-def _key_advice(done: list[Event], *, reasked: bool = False) -> str:
-    """What to do about repeats of a tool that drops a repeat of the same key."""
+def _reasked_reply(timeline: Timeline, call: tuple[str, str]) -> str | None:
+    """Whether the model was asked again for ``call`` (``(name, canonical input)``), under a
+    fresh id: ``"saved"`` when a save had held the reply that asked first (the agent resumed
+    from a checkpoint without it), ``"unsaved"`` when none had, ``None`` if never asked again."""
+    from reference_agent.scripted import first_issue
+
+    if call not in _reasked(timeline):
+        return None
+    first = {
+        first_issue(str(tool_use_id))
+        for event in timeline.of("model_response")
+        for tool_use_id, name, tool_input in event.data.get("tool_uses", ())
+        if (name, canonical(tool_input)) == call
+    }
+    for save in timeline.of("store_save"):
+        for message in save.data.get("messages") or ():
+            content = message.get("content") if isinstance(message, Mapping) else None
+            for block in content if isinstance(content, list) else ():
+                if isinstance(block, Mapping) and block.get("type") == "tool_use" and block.get("id") in first:
+                    return "saved"
+    return "unsaved"
+
+
+def _key_advice(done: list[Event], *, reasked: str | None = None) -> str:
+    """What to do about repeats of a tool that drops a repeat of the same key (``reasked``:
+    what :func:`_reasked_reply` says of its call)."""
     keys = [e.data.get("key") for e in done]
-    if None not in keys and reasked and len(set(keys)) > 1:
+    if None not in keys and reasked == "saved" and len(set(keys)) > 1:
+        shown = ", ".join(repr(k) for k in dict.fromkeys(keys))
+        return (
+            f"The tool honours idempotency keys, but the calls came with different keys "
+            f"({_cut(shown)}): the agent saved the reply that asked for the call, but a resume "
+            "went on from a checkpoint without it (an older one, or the reply dropped on "
+            "load), asked the model the same again and got the call under a new tool_use id "
+            "(the API gives every reply new ids). Resume from the newest checkpoint as it was "
+            "saved (for one, a listing sorted as text puts 'task@10' before 'task@9')."
+        )
+    if None not in keys and reasked == "unsaved" and len(set(keys)) > 1:
         shown = ", ".join(repr(k) for k in dict.fromkeys(keys))
         return (
             f"The tool honours idempotency keys, but the calls came with different keys "
@@ -748,6 +783,54 @@ def give_up_advice(timeline: Timeline) -> list[Advice]:
             )
             pending, failed_write = [], False
     return advice
+
+
+def stale_load_advice(timeline: Timeline) -> list[Advice]:
+    """What explains a failure whose resume went on from a stale checkpoint: a load that
+    found a checkpoint whose stored history a save made before the load (of the same
+    checkpoint, a later version; or of another key, as with snapshots never overwritten)
+    had already extended. The first such load, or none.
+    """
+    saves: list[Event] = []
+    by_version: dict[tuple[Any, Any], Event] = {}
+    for event in timeline:
+        if event.kind == "store_save":
+            saves.append(event)
+            by_version[(event.data.get("task_id"), event.data.get("version"))] = event
+        elif event.kind == "store_load" and event.data.get("found"):
+            loaded = by_version.get((event.data.get("task_id"), event.data.get("version")))
+            held = (loaded.data.get("messages") or []) if loaded is not None else []
+            if loaded is None or not held:
+                continue
+            newer = next(
+                (
+                    save
+                    for save in reversed(saves)
+                    if save.seq > loaded.seq
+                    and len(save.data.get("messages") or ()) > len(held)
+                    and list((save.data.get("messages") or ())[: len(held)]) == list(held)
+                ),
+                None,
+            )
+            if newer is None:
+                continue
+            return [
+                Advice(
+                    "stale_load",
+                    f"attempt {event.attempt} resumed from a stale checkpoint: it loaded "
+                    f"{_checkpoint_name(loaded)} ({len(held)} messages, iteration "
+                    f"{loaded.data.get('iteration')}), but the agent had since saved "
+                    f"{_checkpoint_name(newer)} ({len(newer.data.get('messages') or ())} messages, "
+                    f"iteration {newer.data.get('iteration')}, status {newer.data.get('status')}), "
+                    "which carries that history further. Load the newest checkpoint; work done "
+                    "after the stale one is done again.",
+                )
+            ]
+    return []
+
+
+def _checkpoint_name(save: Event) -> str:
+    return f"{save.data.get('task_id')!r} version {save.data.get('version')}"
 
 
 def history_not_found(timeline: Timeline) -> str | None:

@@ -239,6 +239,14 @@ def test_a_crash_fraction_resolves_describes_and_round_trips() -> None:
         FaultInjector(plan)
 
 
+def test_run_counts_without_changes_make_every_point_a_state_and_refuse_a_mismatch() -> None:
+    counts = RunCounts({}, {}, 0, order=ORDER)
+    assert len(counts.states) == len(ORDER)
+    assert counts.at_fraction(0.5) == (CrashAt("after_tool_effect", 1), 4, 8)
+    with pytest.raises(ValueError, match=r"changes: one count per point of order \(8\), not 2"):
+        RunCounts({}, {}, 0, order=ORDER, changes=(0, 1))
+
+
 @pytest.mark.parametrize("fraction", [0, -0.5, 1.5, float("nan"), "1", True])
 def test_a_crash_fraction_outside_the_run_is_refused(fraction: object) -> None:
     with pytest.raises(ValueError, match=r"crash_fractions: each must be a number in \(0, 1\]"):
