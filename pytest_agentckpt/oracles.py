@@ -619,40 +619,40 @@ def _reasked_reply(timeline: Timeline, call: tuple[str, str]) -> str | None:
     return "unsaved"
 
 
+#: Why keys differ, by what :func:`_reasked_reply` says of the call.
+_WHY_KEYS_DIFFER = {
+    "saved": (
+        "the agent saved the reply that asked for the call, but a resume went on from a "
+        "checkpoint without it (an older one, or the reply dropped on load), asked the model "
+        "the same again and got the call under a new tool_use id (the API gives every reply "
+        "new ids). Resume from the newest checkpoint as it was saved (for one, a listing "
+        "sorted as text puts 'task@10' before 'task@9')."
+    ),
+    "unsaved": (
+        "the agent ran the call of a reply it had not saved, then, resumed, asked the model "
+        "the same again and got the call under a new tool_use id (the API gives every reply "
+        "new ids). Save the model's reply durably before running its tools, so a resume runs "
+        "the same tool_use ids with the same keys."
+    ),
+    None: (
+        "derive the key from what a resume sees again (the task id and the tool_use id), "
+        "never from the attempt (a random or time-based key)."
+    ),
+}
+
+
 def _key_advice(done: list[Event], *, reasked: str | None = None) -> str:
     """What to do about repeats of a tool that drops a repeat of the same key (``reasked``:
     what :func:`_reasked_reply` says of its call)."""
     keys = [e.data.get("key") for e in done]
-    if None not in keys and reasked == "saved" and len(set(keys)) > 1:
-        shown = ", ".join(repr(k) for k in dict.fromkeys(keys))
-        return (
-            f"The tool honours idempotency keys, but the calls came with different keys "
-            f"({_cut(shown)}): the agent saved the reply that asked for the call, but a resume "
-            "went on from a checkpoint without it (an older one, or the reply dropped on "
-            "load), asked the model the same again and got the call under a new tool_use id "
-            "(the API gives every reply new ids). Resume from the newest checkpoint as it was "
-            "saved (for one, a listing sorted as text puts 'task@10' before 'task@9')."
-        )
-    if None not in keys and reasked == "unsaved" and len(set(keys)) > 1:
-        shown = ", ".join(repr(k) for k in dict.fromkeys(keys))
-        return (
-            f"The tool honours idempotency keys, but the calls came with different keys "
-            f"({_cut(shown)}): the agent ran the call of a reply it had not saved, then, "
-            "resumed, asked the model the same again and got the call under a new tool_use "
-            "id (the API gives every reply new ids). Save the model's reply durably before "
-            "running its tools, so a resume runs the same tool_use ids with the same keys."
-        )
     if None in keys:
         return (
             "The tool honours idempotency keys, but a call came without one: pass a key on "
             "every call, derived from the task and the tool_use id."
         )
     shown = ", ".join(repr(k) for k in dict.fromkeys(keys))
-    return (
-        f"The tool honours idempotency keys, but the calls came with different keys "
-        f"({_cut(shown)}): derive the key from what a resume sees again (the task id and "
-        "the tool_use id), never from the attempt (a random or time-based key)."
-    )
+    why = _WHY_KEYS_DIFFER[reasked if len(set(keys)) > 1 else None]
+    return f"The tool honours idempotency keys, but the calls came with different keys ({_cut(shown)}): {why}"
 
 
 def _cut(text: str, limit: int = 160) -> str:
