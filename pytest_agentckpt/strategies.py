@@ -342,8 +342,10 @@ def fault_plans(
     drive yourself takes).
 
     ``fractions`` (default: as ``from_end``): half of the crashes are placed by how far
-    through the crash-free run they fall (:attr:`FaultPlan.crash_fractions`), uniformly
-    over every point it met, rather than at a drawn point's occurrence. Occurrences reach
+    through the crash-free run they fall (:attr:`FaultPlan.crash_fractions`), over the
+    states it passed through (see :meth:`RunCounts.at_fraction
+    <pytest_agentckpt.faults.RunCounts.at_fraction>`), rather than at a drawn point's
+    occurrence. Occurrences reach
     the first and last ``max_occurrence`` times a point is met; in a long run, a crash
     window in the middle (one save between an effect and the record of its outcome) is
     reached only by a fraction. They shrink towards the start of the run.
