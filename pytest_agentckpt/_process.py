@@ -59,6 +59,13 @@ MODEL_POINTS = frozenset({"iteration_start", "before_model_call", "after_model_c
 #: Seconds an attempt may take before the parent kills it as hung.
 ATTEMPT_TIMEOUT = 120.0
 _PRELOAD = ["anthropic", "httpx2", "stores", "reference_agent.world", "pytest_agentckpt.faults"]
+_NOT_STARTED = (
+    "mode='process': a child process exited (code {code}) before the agent could start, "
+    "so no verdict is given. Its traceback is on standard error. The usual cause: a script "
+    "that calls fuzz(..., mode='process') at its top level. Each child imports the main "
+    "module again, so put the call under `if __name__ == \"__main__\":` (or run it from "
+    "pytest)."
+)
 #: The key under which the child sends a saved checkpoint whole, for ``fuzz(history=...)``.
 _RAW_CHECKPOINT = "__agentckpt_checkpoint__"
 
@@ -110,6 +117,61 @@ def _die(crash: Crash) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+def _stream_message_id(head: bytes) -> str | None:
+    """The message id in a stream's first event (``message_start``), once it is whole."""
+    end = head.find(b"\n\n")
+    if end < 0:
+        return None
+    for line in head[:end].splitlines():
+        if line.startswith(b"data:"):
+            try:
+                event = json.loads(line[5:])
+                return str(event["message"]["id"]) if event.get("type") == "message_start" else ""
+            except (ValueError, KeyError, TypeError, AttributeError):
+                return ""
+    return ""
+
+
+def _delivery_receipts(timeline: _EventFile) -> Any:
+    """The child client's transport: it notes when a streamed reply was read to its end.
+
+    Over the served HTTP API only the client knows that (the server's last chunk written
+    is not the last one read). The note is a ``model_delivered`` event with the message
+    id, written to the events file before the SDK sees the end of the stream; the parent
+    turns the id into the request's index. A stream cut short, or left before its end,
+    notes nothing.
+    """
+    import httpx2
+
+    class Receipt(httpx2.SyncByteStream):
+        def __init__(self, inner: Any) -> None:
+            self._inner = inner
+
+        def __iter__(self) -> Any:
+            head, message_id = b"", None
+            for chunk in self._inner:
+                if message_id is None:
+                    head += chunk
+                    message_id = _stream_message_id(head)
+                    if message_id is None and len(head) > 1 << 16:
+                        message_id = ""  # no event boundary: not a stream of the API
+                yield chunk
+            if message_id:
+                timeline.add("model_delivered", message_id=message_id)
+
+        def close(self) -> None:
+            self._inner.close()
+
+    class Transport(httpx2.HTTPTransport):
+        def handle_request(self, request: Any) -> Any:
+            response = super().handle_request(request)
+            if response.headers.get("content-type", "").startswith("text/event-stream"):
+                response.stream = Receipt(response.stream)
+            return response
+
+    return Transport()
+
+
 def _child_main(spec: dict[str, Any]) -> None:
     """One attempt, in the child process (the target of the fork server)."""
     import anthropic
@@ -122,6 +184,7 @@ def _child_main(spec: dict[str, Any]) -> None:
     from .fake_api import instant_retries
 
     timeline = _EventFile(spec["events"], spec["attempt"])
+    timeline.line({"started": spec["attempt"]})
     injector = _ChildInjector(FaultPlan.from_dict(spec["faults"]), timeline)
     injector.hits.update(spec["hits"])
     injector.store_ops.update(spec["store_ops"])
@@ -131,7 +194,11 @@ def _child_main(spec: dict[str, Any]) -> None:
     tools = InstrumentedToolbox(_load_tools(spec["tools"]), World(spec["world"]), injector)
     store_class = _WholeCheckpointStore if spec["whole_checkpoints"] else FaultyStore
     store = store_class(open_store(spec["store"]), injector)
-    client = anthropic.Anthropic(api_key=FAKE_API_KEY, base_url=spec["base_url"])
+    client = anthropic.Anthropic(
+        api_key=FAKE_API_KEY,
+        base_url=spec["base_url"],
+        http_client=anthropic.DefaultHttpxClient(transport=_delivery_receipts(timeline)),
+    )
     try:
         with instant_retries(0.0):
             answer = run(spec["task_id"], spec["goal"], client=client, store=store, tools=tools)
@@ -163,6 +230,7 @@ class _ChildRecord:
         self.hits: Counter[str] = Counter()
         self.ops: Counter[str] = Counter()
         self.result: dict[str, Any] | None = None
+        self.started = False
         self.offset = 0
 
 
@@ -184,6 +252,8 @@ def _read_child(path: Path, record: _ChildRecord, attempt: int) -> None:
             record.ops[line["op"]] += 1
         elif "result" in line:
             record.result = line
+        elif "started" in line:
+            record.started = True
         else:
             record.events.append(Event(0, attempt, line["kind"], line["data"], line["t"]))
 
@@ -335,7 +405,7 @@ class ProcessExecutor:
                         "strict": strict,
                         "whole_checkpoints": self.history is not None,
                     }
-                    child.result = None
+                    child.result, child.started = None, False
                     process = self._context.Process(target=_child_main, args=(spec,), daemon=True)
                     current["process"] = process
                     process.start()
@@ -346,7 +416,7 @@ class ProcessExecutor:
                         process.join()
                     current.pop("process", None)
                     _read_child(events, child, timeline.attempt)
-                    new, child.events = child.events, []
+                    new, child.events = injector.receipts(child.events), []
                     self._locate_history(new)
                     timeline.merge(new)
                     code = process.exitcode
@@ -365,6 +435,8 @@ class ProcessExecutor:
                         crash_seen = injector.crashes + sum(1 for e in new if e.kind == "crash")
                         timeline.add("attempt_end", outcome="crash", detail="SIGKILL")
                         return "crash", crash_seen
+                    if not child.started:
+                        raise RuntimeError(_NOT_STARTED.format(code=code))
                     result = child.result or {"result": "error", "detail": f"exit code {code}"}
                     if result["result"] == "answer":
                         return "answer", result["answer"]

@@ -73,7 +73,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
 from pydantic_core import from_json as _from_json
 from pydantic_core import to_json as _to_json
 
-from .timeline import Timeline
+from .timeline import Event, Timeline
 
 if TYPE_CHECKING:
     from reference_agent.toolbox import ToolResult, ToolSpec
@@ -807,6 +807,21 @@ class FaultInjector:
             request = self._streaming.pop(str(message.get("id")), None)
             if request is not None:
                 self.timeline.add("model_delivered", index=request)
+
+    def receipts(self, events: list[Event]) -> list[Event]:
+        """``events`` recorded elsewhere (a child process), each ``model_delivered`` by a
+        message id turned into one by this injector's request index (or dropped, for a
+        reply this injector does not know as streaming)."""
+        kept = []
+        with self._lock:
+            for event in events:
+                if event.kind == "model_delivered" and "message_id" in event.data:
+                    request = self._streaming.pop(str(event.data["message_id"]), None)
+                    if request is None:
+                        continue
+                    event = Event(event.seq, event.attempt, event.kind, {"index": request}, event.t)
+                kept.append(event)
+        return kept
 
     # -- toolbox ---------------------------------------------------------------------------
     def tool_called(self, tool: str, input: Mapping[str, Any], key: str | None) -> None:

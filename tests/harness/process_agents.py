@@ -11,6 +11,7 @@ from stores import CheckpointStore
 from ..buggy_agents import checkpoint_after_result
 from ..zoo._base import agent
 from ..zoo.agents import SOUND, TWINS, OwnStatus
+from ..zoo.history_agents import drafting_agent
 
 #: The reference agent, with no backoff between its own save retries.
 reference = functools.partial(reference_agent.run, retry_backoff=0.0)
@@ -68,3 +69,8 @@ own_state_twin = TWINS["own_state"]
 forgets_completion = SOUND["forgets_completion"]
 #: Keeps its completion in its own session as well; its checkpoint's status stays "running".
 own_status = agent(OwnStatus)
+
+#: Saves a streamed reply as it arrives (a draft, dropped on resume), and its twin that
+#: drops a whole reply found on load as well and asks again (recorded_work_not_redone).
+drafts = drafting_agent()
+drafts_drop_whole = drafting_agent(drops_whole_reply=True)

@@ -283,3 +283,64 @@ def test_bad_history_and_ignore_oracles_are_refused_naming_the_argument() -> Non
             fuzz(REFERENCE, TOOLS, mode=mode, history="tests.zoo.agents:SOUND")  # type: ignore[arg-type]
         with pytest.raises(ValueError, match="ignore_oracles: unknown"):
             fuzz(REFERENCE, TOOLS, mode=mode, ignore_oracles=["no_such_oracle"])  # type: ignore[arg-type]
+
+
+SHOP = "tests.zoo.history_agents:shop_tools"
+LOOKUP = Plan((Step((ToolCall("lookup", {"order": "B-2"}),)),), "looked up")
+
+
+def test_a_whole_streamed_reply_asked_again_after_a_kill_is_caught_in_process_mode() -> None:
+    # The child's client notes when a stream was read to its end; before, process mode took
+    # every streamed reply for a draft (the server cannot know what the client read), and
+    # this twin passed.
+    with pytest.raises(OracleFailure) as caught:
+        fuzz(
+            "tests.harness.process_agents:drafts_drop_whole", SHOP, mode="process", plans=[LOOKUP],
+            fault_kinds=["before_tool_effect"], max_examples=5, seed=1, database=InMemoryExampleDatabase(),
+        )
+    assert caught.value.oracle == "recorded_work_not_redone"
+    report = str(caught.value)
+    assert "read to its end (the stream is whole)" in report and "SIGKILL" in report
+
+
+def test_a_draft_saved_mid_stream_is_still_no_recorded_reply_in_process_mode() -> None:
+    # The sound drafting agent, crashed after a save (a draft's or the whole reply's) and
+    # around the model call: it drops a draft on resume and asks again, as it should.
+    report = fuzz(
+        "tests.harness.process_agents:drafts", SHOP, mode="process", plans=[LOOKUP],
+        fault_kinds=["after_checkpoint_write", "after_model_call", "before_tool_effect"], max_examples=8, seed=1,
+        database=InMemoryExampleDatabase(),
+    )
+    assert report.examples == 8
+
+
+def test_the_message_id_of_a_stream_is_read_from_its_first_event() -> None:
+    first = b'event: message_start\ndata: {"type":"message_start","message":{"id":"msg_1","content":[]}}\n\n'
+    assert _process._stream_message_id(first[:20]) is None  # not whole yet
+    assert _process._stream_message_id(first + b"event: ping\n") == "msg_1"
+    assert _process._stream_message_id(b'data: {"type":"ping"}\n\n') == ""  # not the API's stream
+    assert _process._stream_message_id(b"data: {not json\n\n") == ""
+
+
+def test_a_script_without_a_main_guard_gets_an_error_that_says_so_not_a_verdict(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "fuzz_it.py"
+    script.write_text(
+        "from hypothesis.database import InMemoryExampleDatabase\n"
+        "from pytest_agentckpt import fuzz\n"
+        f"fuzz({REFERENCE!r}, {TOOLS!r}, mode='process', max_examples=2, seed=1,\n"
+        "     database=InMemoryExampleDatabase(), unsafe_tools='ignore')\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()
+    error = next(line for line in last if line.startswith("RuntimeError: mode='process'"))
+    assert 'if __name__ == "__main__":' in error and "no verdict" in error
+    assert "crash_free_run" not in done.stderr  # not reported as the agent's failure

@@ -241,6 +241,8 @@ class Summarises(Journal):
 class Drafts(Journal):
     #: Bug: a draft found on load is left in the history (the resumed request ends with it).
     keeps_draft = False
+    #: Bug: a whole reply found on load is taken for a draft too, and asked again.
+    drops_whole_reply = False
 
     def run(self) -> str:
         done = self.load()
@@ -249,6 +251,8 @@ class Drafts(Journal):
         if self.cp.metadata.get("streaming") and not self.keeps_draft:
             self.cp.messages.pop()  # a reply cut short: ask again
             del self.cp.metadata["streaming"]
+        elif self.drops_whole_reply and self.cp.messages and self.cp.messages[-1]["role"] == "assistant":
+            self.cp.messages.pop()
         for use in unanswered(self.cp.messages):
             self.settle(use)
         while self.cp.iteration < 40:
