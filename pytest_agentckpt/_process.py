@@ -349,7 +349,7 @@ class ProcessExecutor:
         )
         timeline = Timeline()
         injector = FaultInjector(parent_plan, timeline)
-        api = FakeMessagesAPI(PlanModel(plan), validate=True)
+        api = FakeMessagesAPI(PlanModel(plan, strict_tools=True), validate=True)
         current: dict[str, Any] = {}
 
         def kill(crash: Crash | None = None) -> None:

@@ -41,6 +41,10 @@ class Progress:
     #: How many examples ran before the first failure, once there is one: from then on the
     #: scenarios run shrink it and search for other oracles, past ``total``.
     found_after: int | None = None
+    #: ``fuzz(systematic=True)``: ``total`` counts plans, each run with a crash at every
+    #: point; ``plans`` is how many have started.
+    systematic: bool = False
+    plans: int = 0
     _last: float | None = None
     _drawn: bool = False
 
@@ -61,7 +65,12 @@ class Progress:
             return
         self._last = now
         rate = done / elapsed if elapsed > 0 else 0.0
-        if self.found_after is None:
+        if self.found_after is None and self.systematic:
+            line = (
+                f"agentckpt: {self.name}: {self.plans}/{self.total} plans, {done} single-crash scenarios, "
+                f"{violations} violations so far, {rate:.1f} scenarios/s"
+            )
+        elif self.found_after is None:
             line = (
                 f"agentckpt: {self.name}: {done}/{self.total} examples, {crashes} crashes injected, "
                 f"{violations} violations so far, {rate:.1f} examples/s"

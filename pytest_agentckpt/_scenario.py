@@ -589,7 +589,7 @@ class _Executor:
         timeline = Timeline()
         injector = FaultInjector(faults, timeline)
         injector.strict_tools = faults.size == 0
-        api = FakeMessagesAPI(PlanModel(plan), validate=True)
+        api = FakeMessagesAPI(PlanModel(plan, strict_tools=True), validate=True)
         cached = self._baselines.get(canonical(plan.to_dict()))
         limit_requests = request_budget(plan, faults, None if cached is None else cached[0].requests)
         requests = [0, limit_requests]

@@ -333,7 +333,9 @@ def _fuzz_with(
             if best is None or _size(verdict) < _size(best):
                 smallest[oracle] = verdict
 
-    progress = _progress.Progress(test_id or getattr(agent, "__qualname__", "fuzz"), examples, out=_progress.sink)
+    progress = _progress.Progress(
+        test_id or getattr(agent, "__qualname__", "fuzz"), examples, out=_progress.sink, systematic=systematic
+    )
 
     #: Set once the first failure is in: the search then goes on for oracles not yet failed.
     known: set[str] = set()
@@ -391,6 +393,7 @@ def _fuzz_with(
             infeasible[:] = [clean.infeasible]
             reject()
         plans_checked.add(canonical(plan.to_dict()))
+        progress.plans += 1
         for faults in single_crash_plans(clean.hits) or [FaultPlan()]:
             check((plan, faults))
             points_checked[0] += faults.size

@@ -317,7 +317,7 @@ def _run_point(executor: Any, plan: Any, point: str, occurrence: int, wait: floa
 
     timeline = Timeline()
     injector = _HoldingInjector(point, occurrence, timeline)
-    api = FakeMessagesAPI(PlanModel(plan), validate=True)
+    api = FakeMessagesAPI(PlanModel(plan, strict_tools=True), validate=True)
     rules = request_rules_hook(timeline)
     api.add_hook(injector.model_hook)
     api.add_hook(rules)

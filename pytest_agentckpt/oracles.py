@@ -963,12 +963,38 @@ _REQUEST_FAILED = frozenset({"rate_limit", "server_error", "overloaded", "timeou
 _REPLY_LOST = frozenset({"lost_response", "stream_disconnect", "stream_error", "max_tokens"})
 
 
+def turns_lost(timeline: Timeline) -> int:
+    """Model turns the agent lost to faults: one per crash and per reply an API fault took
+    away, and more where an attempt ended (a crash, a failed save the agent raised on)
+    with several replies answered since its last durable write (an agent that saves
+    every few turns loses them all)."""
+    lost = sum(1 for e in timeline.of("api_fault") if e.data.get("fault") in _REPLY_LOST)
+    unsaved = crashes = 0
+    for event in timeline.events:
+        kind = event.kind
+        if kind == "attempt_start":
+            unsaved = crashes = 0
+        elif kind == "store_save":
+            unsaved = 0
+        elif kind == "model_response" and event.data.get("status") == 200:
+            unsaved += 1
+        elif kind == "crash":
+            crashes += 1
+        elif kind == "attempt_end":
+            # A crash loses at least the turn it cut; an attempt that ended otherwise
+            # (the agent raised, or stopped) loses what it had not saved, an answer nothing.
+            if event.data.get("outcome") != "answer":
+                lost += max(crashes, unsaved)
+            unsaved = crashes = 0
+    return lost + crashes  # a crash with no attempt end recorded after it
+
+
 # -- 4 ---------------------------------------------------------------------------------
 def iteration_monotone(timeline: Timeline, *, budget: int | None = None) -> list[Violation]:
     """The stored iteration never goes backwards, and the budget spans restarts.
 
     With ``budget`` (the agent's iteration limit), the model answers at most ``budget``
-    turns overall, plus one for each turn a crash or a lost response took away.
+    turns overall, plus the turns faults took away (:func:`turns_lost`).
     """
     violations: list[Violation] = []
     # Per checkpoint: an agent may keep several (a sub-task each, say), each with its own count.
@@ -999,9 +1025,7 @@ def iteration_monotone(timeline: Timeline, *, budget: int | None = None) -> list
             bests[task] = event
     if budget is not None:
         turns = model_turns(timeline)
-        lost = len(timeline.of("crash")) + sum(
-            1 for e in timeline.of("api_fault") if e.data.get("fault") in _REPLY_LOST
-        )
+        lost = turns_lost(timeline)
         if turns > budget + lost:
             responses = [e for e in timeline.of("model_response") if e.data.get("status") == 200]
             violations.append(
@@ -1054,9 +1078,15 @@ def recorded_work_not_redone(timeline: Timeline) -> list[Violation]:
     requests: dict[Any, Sequence[Any]] = {}
     streaming: set[Any] = set()
     mid_stream: dict[int, frozenset[Any]] = {}
+    # Each save by checkpoint and version, and the save each checkpoint was loaded from,
+    # until the first request after the load: a reply the agent loaded is recorded, even
+    # once a later save of its own dropped it again.
+    versions: dict[tuple[Any, Any], Event] = {}
+    loaded: dict[Any, Event] = {}
     for event in timeline:
         if event.kind == "store_save":
             task = event.data.get("task_id")
+            versions[(task, event.data.get("version"))] = event
             if streaming:
                 mid_stream[event.seq] = frozenset(streaming)
             durable[task] = event
@@ -1067,12 +1097,19 @@ def recorded_work_not_redone(timeline: Timeline) -> list[Violation]:
                 first_answer.setdefault(tool_use_id, event.seq)
             reread.discard(task)
         elif event.kind == "store_load":
-            touched[event.data.get("task_id")] = event.seq
-            reread.add(event.data.get("task_id"))
+            task = event.data.get("task_id")
+            touched[task] = event.seq
+            reread.add(task)
+            source = versions.get((task, event.data.get("version"))) if event.data.get("found") else None
+            if source is not None:
+                loaded[task] = source
+            else:
+                loaded.pop(task, None)
         elif event.kind in ("attempt_start", "store_outage"):
             reread.update(durable)
             if event.kind == "attempt_start":
                 streaming.clear()  # a new process reads no stream of the last one
+                loaded.clear()
         elif event.kind == "model_response":
             for tool_use_id, name, tool_input in event.data.get("tool_uses", ()):
                 asked[(name, canonical(tool_input))].add(tool_use_id)
@@ -1085,28 +1122,40 @@ def recorded_work_not_redone(timeline: Timeline) -> list[Violation]:
             requests[event.data.get("index")] = sent
             if not durable:
                 continue
-            saved = _conversation_save(durable, touched, sent)
-            if saved is None or saved.data.get("task_id") not in reread:
+            latest = _conversation_save(durable, touched, sent)
+            if latest is None:
                 continue
-            stored = _api_messages(saved.data.get("messages") or ())
+            # The first request after a load is the resumed one: judged against the save
+            # loaded too (the agent may have saved a shorter history since).
+            source = loaded.pop(latest.data.get("task_id"), None)
+            judged = [latest] if latest.data.get("task_id") in reread else []
+            if source is not None and source is not latest:
+                judged.append(source)
             n = len(sent)
-            if (
-                n < len(stored)
-                and isinstance(stored[n], Mapping)
-                and stored[n].get("role") == "assistant"
-                and _same_history(stored[:n], sent)
-                and not _draft_of_streaming_reply(stored, n, mid_stream.get(saved.seq, frozenset()), requests)
-            ):
-                return [
-                    Violation(
-                        "recorded_work_not_redone",
-                        f"model request #{event.data.get('index')} (attempt {event.attempt}) asks "
-                        f"again for reply {n} of the history, which checkpoint version "
-                        f"{saved.data.get('version')} already holds: "
-                        + _not_resumed_hint(timeline, saved, event),
-                        {saved.seq: "recorded here", event.seq: "REDONE"},
+            for saved in judged:
+                stored = _api_messages(saved.data.get("messages") or ())
+                if (
+                    n < len(stored)
+                    and isinstance(stored[n], Mapping)
+                    and stored[n].get("role") == "assistant"
+                    and _same_history(stored[:n], sent)
+                    and not _draft_of_streaming_reply(stored, n, mid_stream.get(saved.seq, frozenset()), requests)
+                ):
+                    hint = (
+                        _not_resumed_hint(timeline, saved, event)
+                        if saved is latest
+                        else _dropped_after_load_hint(latest)
                     )
-                ]
+                    return [
+                        Violation(
+                            "recorded_work_not_redone",
+                            f"model request #{event.data.get('index')} (attempt {event.attempt}) asks "
+                            f"again for reply {n} of the history, which checkpoint version "
+                            f"{saved.data.get('version')} already holds: " + hint,
+                            {saved.seq: "recorded here", event.seq: "REDONE"}
+                            | ({} if saved is latest else {latest.seq: "the reply dropped and saved"}),
+                        )
+                    ]
         elif event.kind == "tool_call":
             call = (event.data["tool"], canonical(event.data["input"]))
             ids = asked.get(call, set())
@@ -1222,6 +1271,16 @@ def _unmarked(value: Any) -> Any:
     if isinstance(value, list):
         return [_unmarked(v) for v in value]
     return value
+
+
+def _dropped_after_load_hint(latest: Event) -> str:
+    return (
+        "the agent loaded that checkpoint, dropped the reply, saved the shorter history "
+        f"(version {latest.data.get('version')}) and asked again: the model's recorded "
+        "decision is lost and paid for again, and the model may decide otherwise. Keep the "
+        "reply and answer its tool calls (a read-only one run again, the others settled "
+        "from their records)"
+    )
 
 
 def _not_resumed_hint(timeline: Timeline, durable: Event, event: Event) -> str:

@@ -306,7 +306,11 @@ class PlanModel:
     message holds the call's task text, by that plan, under ids of its own; every other
     conversation follows ``plan``. A step that calls a tool the request's ``tools`` does
     not offer is :class:`PlanMismatchError`, as the API never calls a tool it was not
-    given.
+    given. A request that offers no tools at all still gets the plan's calls (scripted
+    replies for tests that send none), unless ``strict_tools``: then it is answered in
+    text, as with ``tool_choice`` ``none``, and the plan waits for a request that offers
+    tools, as Claude would (the chaos harness sets it: a planner call without tools is a
+    common design).
 
     Server tools: a request whose ``tools`` offer a web search or web fetch tool (a
     definition of ``type`` ``web_search_*`` / ``web_fetch_*``) gets replies that use it,
@@ -326,9 +330,10 @@ class PlanModel:
     [{'type': 'text', 'text': 'Nothing to do.'}]
     """
 
-    def __init__(self, plan: Plan, *, model: str | None = None) -> None:
+    def __init__(self, plan: Plan, *, model: str | None = None, strict_tools: bool = False) -> None:
         self.plan = plan
         self.model = model
+        self.strict_tools = strict_tools
         # What this model's ids start with after ``toolu_`` (a sub-agent's plan: the call's
         # place, ``v0-1_``); and, for the model of the whole plan, each sub-agent's plan:
         # (the text its conversation's first message holds, its prefix, its plan), the
@@ -473,7 +478,7 @@ class PlanModel:
             if needle in text:
                 child = self._children.get(prefix)
                 if child is None:
-                    child = PlanModel(plan, model=self.model)
+                    child = PlanModel(plan, model=self.model, strict_tools=self.strict_tools)
                     child._prefix, child._routes = prefix, []
                     self._children[prefix] = child
                 return child
@@ -585,9 +590,9 @@ class PlanModel:
         schema = output_schema(request)
         for s, missing in self._missing(latest, won, succeeded):
             step = self.plan.steps[s]
-            if choice.kind == "none":
-                # tool_choice "none": Claude answers in text, and the plan waits for a
-                # request that lets it call tools.
+            if choice.kind == "none" or (self.strict_tools and _offered(request.get("tools")) is None):
+                # tool_choice "none" (or, with strict_tools, no tools offered): Claude
+                # answers in text, and the plan waits for a request that lets it call tools.
                 names = ", ".join(call.name for _, call in missing)
                 return self._text_reply(
                     structured_text(schema, f"Step {s + 1} of the plan still needs: {names}."),
@@ -758,8 +763,9 @@ class _ToolChoice:
     for a value it does not know), ``any``, ``tool`` (``name``) or ``none``; ``one``:
     ``disable_parallel_tool_use``.
 
-    (A request without ``tools`` still gets the plan's calls: tests of the fake API rely
-    on it, as scripted replies, not as what Claude would do.)
+    (A request without ``tools`` still gets the plan's calls, unless the model is
+    ``strict_tools``: tests of the fake API rely on it, as scripted replies, not as what
+    Claude would do.)
     """
 
     kind: str  # auto, any, tool, none

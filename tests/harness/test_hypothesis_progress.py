@@ -56,6 +56,18 @@ def test_after_the_first_failure_the_line_says_what_the_scenarios_are_for() -> N
     ]
 
 
+def test_a_systematic_call_counts_plans_against_its_total_and_scenarios_apart() -> None:
+    # max_examples counts plans there; each plan runs a scenario per fault point (before,
+    # the line read "251/20 examples").
+    written: list[str] = []
+    clock = Clock()
+    progress = _progress.Progress("t::test", 20, clock=clock, out=_progress.Sink(written.append, False), systematic=True)
+    progress.plans = 3
+    clock.now += 30.0
+    progress.tick(251, crashes=251, violations=0)
+    assert written == ["agentckpt: t::test: 3/20 plans, 251 single-crash scenarios, 0 violations so far, 8.4 scenarios/s\n"]
+
+
 def test_a_long_call_on_a_terminal_redraws_one_live_line_and_ends_it() -> None:
     written = _run(live=True, seconds=20.0, examples=200)
     assert len(written) > 10

@@ -244,6 +244,27 @@ def test_the_budget_spans_restarts_allowing_one_turn_per_crash() -> None:
     assert iteration_monotone(_timeline(*turns, cut), budget=3) == []
 
 
+def test_the_budget_allows_the_turns_an_attempt_lost_when_it_ended_before_saving_them() -> None:
+    # Two turns, saved; then a reply whose save fails (a store outage the agent raises on):
+    # the resumed agent asks for that turn again. The same loss as a crash before the save.
+    saved = [_response(), _save([GOAL], 1, 1), _response(), _save([GOAL], 2, 2)]
+    failed = ("attempt_end", {"outcome": "error", "detail": "StoreUnavailableError"})
+    again = [_response(), _save([GOAL], 3, 3)]
+    assert iteration_monotone(_timeline(*saved, _response(), failed, ("attempt", {}), *again), budget=3) == []
+    # An agent that saves every third turn loses three turns to one crash.
+    batch = [_response(), _response(), _response(), ("crash", {"point": "before_checkpoint_write", "occurrence": 1})]
+    ended = ("attempt_end", {"outcome": "crash", "detail": "Crash"})
+    assert iteration_monotone(_timeline(*saved, *batch, ended, ("attempt", {}), *again, *again), budget=4) == []
+    # Turns that were saved are not lost: a budget reset after them is still caught.
+    reset = [*saved, failed, ("attempt", {}), *again, *again, *again]
+    [violation] = iteration_monotone(_timeline(*reset), budget=3)
+    assert "plus 0 turn(s) lost to faults" in violation.message
+    # An attempt that answered loses nothing, whatever it did not save.
+    answered = ("attempt_end", {"outcome": "answer", "detail": "done"})
+    [violation] = iteration_monotone(_timeline(*saved, _response(), _response(), answered), budget=3)
+    assert "plus 0 turn(s)" in violation.message
+
+
 def test_asking_again_for_a_reply_the_checkpoint_holds_is_redone_work() -> None:
     fresh = _timeline(_save([GOAL, USE]), ("attempt", {}), ("model_request", {"index": 2, "messages": [GOAL]}))
     [violation] = recorded_work_not_redone(fresh)
