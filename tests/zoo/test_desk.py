@@ -1,6 +1,7 @@
-"""A supervisor with handoffs, kept as a state machine in the checkpoint's metadata
-(``tests/zoo/desk_agents.py``, written from the docs alone): the sound agent passes, with a
-turn budget and with a planning call that offers no tools too; its twins are caught."""
+"""Two designs written from the docs alone: a supervisor with handoffs, kept as a state
+machine in the checkpoint's metadata (``tests/zoo/desk_agents.py``), and an agent that
+saves every third turn (``tests/zoo/batched_agents.py``). The sound agents pass, with a
+turn budget and with a planning call that offers no tools too; their twins are caught."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from hypothesis.database import InMemoryExampleDatabase
 
 from pytest_agentckpt import FaultPlan, OracleFailure, Plan, Step, ToolCall, fuzz, replay
 
+from .batched_agents import batched_agent
 from .desk_agents import desk_agent, desk_tools, read_only_desk_tools
 from .test_false_alarms import SEEDS, sound_passes, twin_caught
 
@@ -65,3 +67,22 @@ def test_dropping_the_open_turn_and_saving_before_asking_again_is_caught_with_re
         _fuzz(desk_agent(drops_open_turn=True), seed, tools=read_only_desk_tools())
     assert caught.value.oracle == "recorded_work_not_redone"
     assert "dropped the reply, saved the shorter history" in str(caught.value)
+
+
+# -- saves in batches (tests/zoo/batched_agents.py) ---------------------------------------
+@pytest.mark.parametrize("seed", SEEDS)
+def test_an_agent_that_saves_every_third_turn_passes(seed: int) -> None:
+    sound_passes(lambda: _fuzz(batched_agent(), seed))
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_an_agent_that_saves_every_third_turn_passes_with_a_budget(seed: int) -> None:
+    # A crash (or a failed save it raises on) may cost it up to three turns, each asked
+    # again on resume: before, iteration_monotone allowed one per crash and said the
+    # budget was reset by a restart.
+    sound_passes(lambda: _fuzz(batched_agent(budget=7), seed, budget=7))
+
+
+@pytest.mark.parametrize(("twin", "switch"), [("keys without intents", "keys_without_intents"), ("reruns unkeyed", "reruns_unkeyed")])
+def test_the_batched_agent_s_twins_are_caught(twin: str, switch: str) -> None:
+    twin_caught(lambda: _fuzz(batched_agent(**{switch: True}), 1), "no_duplicate_effect", needs_fault=True)
