@@ -34,6 +34,7 @@ from .oracles import (
     no_duplicate_effect,
     nothing_saved,
     recorded_work_not_redone,
+    resume_drift_advice,
     same_answer,
     stale_load_advice,
     tools_not_called,
@@ -417,7 +418,7 @@ def _evaluate_once(executor: _Executor, plan: Plan, faults: FaultPlan, budget: i
     outcome = executor.execute(plan, faults) if clean.reaches(faults) else clean
     violations, unsafe, not_checkable = _judge(outcome, baseline, executor.flags, budget, ignored)
     violations = [v for v in violations if v.oracle not in ignored]
-    advice = give_up_advice(outcome.main())
+    advice = give_up_advice(outcome.main()) + resume_drift_advice(outcome.main(), baseline.timeline)
     if violations:
         # What explains them comes first: a resume that went on from a stale checkpoint.
         advice = stale_load_advice(outcome.timeline) + advice

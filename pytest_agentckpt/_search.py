@@ -133,6 +133,11 @@ class UnsafeToolWarning(UserWarning):
     """A tool's effect was repeated because it gives no agent a way to know its outcome."""
 
 
+class ResumeDriftWarning(UserWarning):
+    """Not a failure: after a resume the agent sent a history the crash-free run sent, with
+    another system prompt or other tools (state it may not have restored)."""
+
+
 @dataclass
 class FuzzReport:
     """What a passing ``fuzz`` call did.
@@ -469,6 +474,8 @@ def _fuzz_with(
             warnings.warn(tool.describe(), UnsafeToolWarning, stacklevel=3)
     for oracle, reason in not_checkable.items():
         warnings.warn(f"agentckpt: {oracle} was not checkable: {reason}", NotCheckableWarning, stacklevel=3)
+    if "resume_drift" in advice:
+        warnings.warn(f"agentckpt: {advice['resume_drift'].describe()}", ResumeDriftWarning, stacklevel=3)
     return FuzzReport(
         examples=local.scenarios,
         stats=local,

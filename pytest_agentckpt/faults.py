@@ -726,6 +726,14 @@ class FaultInjector:
                     # The open turn must bring back every thinking block as it came, in
                     # place (the valid_sequence oracle checks it against the replies).
                     extra["interleaved"] = True
+            if isinstance(body, dict):
+                # What else steers the model: compared with the crash-free run's after a
+                # resume (resume_drift_advice). Shared with the request, not copied.
+                extra["system"] = body.get("system")
+                tools = body.get("tools")
+                extra["tools"] = (
+                    tuple(str(t.get("name")) for t in tools if isinstance(t, dict)) if isinstance(tools, list) else ()
+                )
             self.timeline.add(
                 "model_request",
                 index=self._request_index,

@@ -785,6 +785,62 @@ def give_up_advice(timeline: Timeline) -> list[Advice]:
     return advice
 
 
+def resume_drift_advice(timeline: Timeline, baseline: Timeline) -> list[Advice]:
+    """What a resume may have failed to restore: the first model request of a resumed
+    attempt sent a history the crash-free run sent too, but with another system prompt or
+    other tools (state that chooses them, an active specialist or a mode, not loaded back).
+
+    Advice, not a violation: an agent may tell the model on purpose that it resumed. None
+    when the requests of the first attempt already differ from the crash-free run's in
+    those (a prompt that changes from run to run: a clock, an id).
+    """
+    first_requests: dict[int, Event] = {}
+    for event in timeline.of("model_request"):
+        first_requests.setdefault(event.attempt, event)
+    if len(first_requests) < 2:
+        return []
+    clean = baseline.of("model_request")
+
+    def twin(event: Event) -> Event | None:
+        sent = event.data.get("messages") or ()
+        return next(
+            (e for e in clean if len(e.data.get("messages") or ()) == len(sent) and e.data.get("messages") == sent),
+            None,
+        )
+
+    def steering(event: Event) -> tuple[Any, Any]:
+        return event.data.get("system"), event.data.get("tools")
+
+    first = first_requests.get(1)
+    match = None if first is None else twin(first)
+    if first is None or match is None or steering(first) != steering(match):
+        return []
+    for attempt, event in sorted(first_requests.items()):
+        match = twin(event) if attempt > 1 else None
+        if match is None or steering(event) == steering(match):
+            continue
+        what = [
+            name
+            for name, ours, theirs in (
+                ("another system prompt", event.data.get("system"), match.data.get("system")),
+                ("other tools", event.data.get("tools"), match.data.get("tools")),
+            )
+            if ours != theirs
+        ]
+        return [
+            Advice(
+                "resume_drift",
+                f"model request #{event.data.get('index')}, the first of resumed attempt {attempt}, "
+                f"sent the history the crash-free run sent in its request #{match.data.get('index')}, "
+                f"but with {' and '.join(what)}: state that chooses them (an active "
+                "specialist, a mode) may not be restored from the checkpoint. A real model "
+                "would go on differently. If the difference is on purpose (telling the model "
+                "that the task resumed), ignore this.",
+            )
+        ]
+    return []
+
+
 def stale_load_advice(timeline: Timeline) -> list[Advice]:
     """What explains a failure whose resume went on from a stale checkpoint: a load that
     found a checkpoint whose stored history a save made before the load (of the same

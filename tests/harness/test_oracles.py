@@ -265,6 +265,29 @@ def test_the_budget_allows_the_turns_an_attempt_lost_when_it_ended_before_saving
     assert "plus 0 turn(s)" in violation.message
 
 
+def test_a_resumed_request_under_another_system_prompt_than_the_crash_free_one_is_advised_of() -> None:
+    from pytest_agentckpt.oracles import resume_drift_advice
+
+    def request(index: int, messages: list[Any], system: str, tools: tuple[str, ...] = ("search",)) -> tuple[str, dict[str, Any]]:
+        return ("model_request", {"index": index, "messages": messages, "system": system, "tools": tools})
+
+    reply = {"role": "assistant", "content": [{"type": "text", "text": "on it"}]}
+    later = [GOAL, reply, {"role": "user", "content": "go on"}]
+    clean = _timeline(request(1, [GOAL], "triage"), request(2, later, "billing"))
+    resumed = _timeline(request(1, [GOAL], "triage"), ("attempt", {}), request(2, later, "triage"))
+    [advice] = resume_drift_advice(resumed, clean)
+    assert advice.topic == "resume_drift" and "another system prompt" in advice.message
+    assert "request #2, the first of resumed attempt 2" in advice.message
+    # The same steering: nothing; other tools: said so.
+    assert resume_drift_advice(_timeline(request(1, [GOAL], "triage"), ("attempt", {}), request(2, later, "billing")), clean) == []
+    tools = _timeline(request(1, [GOAL], "triage"), ("attempt", {}), request(2, later, "billing", ("search", "charge")))
+    assert "other tools" in resume_drift_advice(tools, clean)[0].message
+    # A prompt that differs from the crash-free run's before any resume (a clock in it):
+    # nothing can be told from the resumed one.
+    clock = _timeline(request(1, [GOAL], "triage at 12:01"), ("attempt", {}), request(2, later, "triage at 12:02"))
+    assert resume_drift_advice(clock, _timeline(request(1, [GOAL], "triage at 12:00"), request(2, later, "billing"))) == []
+
+
 def test_asking_again_for_a_reply_the_checkpoint_holds_is_redone_work() -> None:
     fresh = _timeline(_save([GOAL, USE]), ("attempt", {}), ("model_request", {"index": 2, "messages": [GOAL]}))
     [violation] = recorded_work_not_redone(fresh)

@@ -21,7 +21,10 @@ Twins (class switches):
 - ``cursor_before_call``: the cursor is advanced and saved before the call runs, so a
   crash in the call leaves it unanswered (``valid_sequence``);
 - ``drops_open_turn``: a resume in RUNNING_TOOLS drops the open turn, saves the shorter
-  history, and asks the model again (``recorded_work_not_redone``, read-only tools too).
+  history, and asks the model again (``recorded_work_not_redone``, read-only tools too);
+- ``forgets_desk``: the active desk is not loaded back, so a resume goes on under the
+  triage prompt. The scripted model answers alike whatever the prompt, so no oracle
+  fails; ``fuzz`` warns (``ResumeDriftWarning``).
 """
 
 from __future__ import annotations
@@ -120,6 +123,7 @@ class Desk:
     plans_first = False  # a planning call without tools opens the conversation
     cursor_before_call = False  # twin
     drops_open_turn = False  # twin
+    forgets_desk = False  # twin
 
     def __init__(self, client: Any, store: CheckpointStore, tools: Any) -> None:
         self.client, self.store, self.tools = client, store, tools
@@ -137,6 +141,8 @@ class Desk:
             self._save()
         else:
             self.cp, self.state = loaded, DeskState.from_dict(loaded.metadata["desk"])
+            if self.forgets_desk:
+                self.state.specialist = "triage"  # BUG: the active desk is not loaded back
         if self.drops_open_turn and self.state.phase is Phase.RUNNING_TOOLS:
             # BUG: "a half-done turn is unreliable: drop it and ask again"
             self.cp.messages.pop()

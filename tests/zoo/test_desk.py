@@ -5,12 +5,22 @@ turn budget and with a planning call that offers no tools too; their twins are c
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import pytest
 from hypothesis.database import InMemoryExampleDatabase
 
-from pytest_agentckpt import FaultPlan, OracleFailure, Plan, Step, ToolCall, fuzz, replay
+from pytest_agentckpt import (
+    FaultPlan,
+    OracleFailure,
+    Plan,
+    ResumeDriftWarning,
+    Step,
+    ToolCall,
+    fuzz,
+    replay,
+)
 
 from .batched_agents import batched_agent
 from .desk_agents import desk_agent, desk_tools, read_only_desk_tools
@@ -67,6 +77,20 @@ def test_dropping_the_open_turn_and_saving_before_asking_again_is_caught_with_re
         _fuzz(desk_agent(drops_open_turn=True), seed, tools=read_only_desk_tools())
     assert caught.value.oracle == "recorded_work_not_redone"
     assert "dropped the reply, saved the shorter history" in str(caught.value)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_desk_not_restored_on_resume_is_warned_of_and_the_sound_agent_is_not(seed: int) -> None:
+    # The resumed request sends the crash-free run's history under the triage prompt, where
+    # the crash-free run's was the billing desk's. Before, nothing said so.
+    with pytest.warns(ResumeDriftWarning, match="another system prompt") as caught:
+        _fuzz(desk_agent(forgets_desk=True), seed)
+    [drift] = [w for w in caught if issubclass(w.category, ResumeDriftWarning)]
+    assert "the first of resumed attempt" in str(drift.message)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ResumeDriftWarning)
+        report = _fuzz(desk_agent(), seed)
+    assert all(item.topic != "resume_drift" for item in report.advice)
 
 
 # -- saves in batches (tests/zoo/batched_agents.py) ---------------------------------------
