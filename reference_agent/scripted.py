@@ -588,9 +588,10 @@ class PlanModel:
         # every text block the API writes is JSON of the schema, and the SDK's
         # ``messages.parse`` parses each one, so no free text goes before the calls.
         schema = output_schema(request)
+        offered = _offered(request.get("tools"))
         for s, missing in self._missing(latest, won, succeeded):
             step = self.plan.steps[s]
-            if choice.kind == "none" or (self.strict_tools and _offered(request.get("tools")) is None):
+            if choice.kind == "none" or (self.strict_tools and offered is None):
                 # tool_choice "none" (or, with strict_tools, no tools offered): Claude
                 # answers in text, and the plan waits for a request that lets it call tools.
                 names = ", ".join(call.name for _, call in missing)
@@ -607,7 +608,6 @@ class PlanModel:
                     raise PlanMismatchError(_forced_mismatch(choice.name, s, missing))
             if choice.one:
                 chosen = chosen[:1]
-            offered = _offered(request.get("tools"))
             if offered is not None and any(call.name not in offered for _, call in chosen):
                 raise PlanMismatchError(_not_offered(s, chosen, offered, messages, bool(self._prefix)))
             left = [c for c, _ in missing if all(c != k for k, _ in chosen)]
