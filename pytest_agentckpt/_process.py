@@ -19,6 +19,7 @@ already imported, so an attempt costs milliseconds, not the SDK's import time.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import itertools
 import json
@@ -132,7 +133,7 @@ def _stream_message_id(head: bytes) -> str | None:
     return ""
 
 
-def _delivery_receipts(timeline: _EventFile) -> Any:
+def _delivery_receipts(timeline: _EventFile, *, asynchronous: bool = False) -> Any:
     """The child client's transport: it notes when a streamed reply was read to its end.
 
     Over the served HTTP API only the client knows that (the server's last chunk written
@@ -162,6 +163,25 @@ def _delivery_receipts(timeline: _EventFile) -> Any:
         def close(self) -> None:
             self._inner.close()
 
+    class AsyncReceipt(httpx2.AsyncByteStream):
+        def __init__(self, inner: Any) -> None:
+            self._inner = inner
+
+        async def __aiter__(self) -> Any:
+            head, message_id = b"", None
+            async for chunk in self._inner:
+                if message_id is None:
+                    head += chunk
+                    message_id = _stream_message_id(head)
+                    if message_id is None and len(head) > 1 << 16:
+                        message_id = ""
+                yield chunk
+            if message_id:
+                timeline.add("model_delivered", message_id=message_id)
+
+        async def aclose(self) -> None:
+            await self._inner.aclose()
+
     class Transport(httpx2.HTTPTransport):
         def handle_request(self, request: Any) -> Any:
             response = super().handle_request(request)
@@ -169,7 +189,14 @@ def _delivery_receipts(timeline: _EventFile) -> Any:
                 response.stream = Receipt(response.stream)
             return response
 
-    return Transport()
+    class AsyncTransport(httpx2.AsyncHTTPTransport):
+        async def handle_async_request(self, request: Any) -> Any:
+            response = await super().handle_async_request(request)
+            if response.headers.get("content-type", "").startswith("text/event-stream"):
+                response.stream = AsyncReceipt(response.stream)
+            return response
+
+    return AsyncTransport() if asynchronous else Transport()
 
 
 def _child_main(spec: dict[str, Any]) -> None:
@@ -180,7 +207,7 @@ def _child_main(spec: dict[str, Any]) -> None:
     from reference_agent.world import World
     from stores import open_store
 
-    from ._scenario import _import_object, _load_tools
+    from ._scenario import _import_object, _is_async, _load_tools, _not_awaitable
     from .fake_api import instant_retries
 
     timeline = _EventFile(spec["events"], spec["attempt"])
@@ -194,14 +221,27 @@ def _child_main(spec: dict[str, Any]) -> None:
     tools = InstrumentedToolbox(_load_tools(spec["tools"]), World(spec["world"]), injector)
     store_class = _WholeCheckpointStore if spec["whole_checkpoints"] else FaultyStore
     store = store_class(open_store(spec["store"]), injector)
-    client = anthropic.Anthropic(
-        api_key=FAKE_API_KEY,
-        base_url=spec["base_url"],
-        http_client=anthropic.DefaultHttpxClient(transport=_delivery_receipts(timeline)),
-    )
+    asynchronous = _is_async(run)
+    client: Any
+    if asynchronous:
+        # An ``async def run`` gets the async client and is awaited, as in memory mode.
+        client = anthropic.AsyncAnthropic(
+            api_key=FAKE_API_KEY,
+            base_url=spec["base_url"],
+            http_client=anthropic.DefaultAsyncHttpxClient(transport=_delivery_receipts(timeline, asynchronous=True)),
+        )
+    else:
+        client = anthropic.Anthropic(
+            api_key=FAKE_API_KEY,
+            base_url=spec["base_url"],
+            http_client=anthropic.DefaultHttpxClient(transport=_delivery_receipts(timeline)),
+        )
     try:
         with instant_retries(0.0):
-            answer = run(spec["task_id"], spec["goal"], client=client, store=store, tools=tools)
+            if asynchronous:
+                answer = asyncio.run(run(spec["task_id"], spec["goal"], client=client, store=store, tools=tools))
+            else:
+                answer = _not_awaitable(run(spec["task_id"], spec["goal"], client=client, store=store, tools=tools))
     except PlanInfeasible as exc:
         timeline.line({"result": "infeasible", "detail": str(exc)})
         os._exit(3)

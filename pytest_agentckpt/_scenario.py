@@ -123,6 +123,20 @@ def _is_async(run: Callable[..., Any]) -> bool:
     return call is not None and inspect.iscoroutinefunction(call)
 
 
+def _not_awaitable(answer: Any) -> Any:
+    """``answer``, unless ``run`` was a plain function that returned an awaitable."""
+    if inspect.isawaitable(answer):
+        close = getattr(answer, "close", None)
+        if callable(close):
+            close()  # a coroutine never awaited: no "never awaited" warning on top
+        raise TypeError(
+            f"run returned {type(answer).__name__} {answer!r} instead of an answer: it is not declared "
+            "`async def`, so fuzz called it with the sync client and did not await it. Declare it "
+            "`async def` (or give an object whose __call__ is), and fuzz awaits it with an AsyncAnthropic client"
+        )
+    return answer
+
+
 def _resolve_run(run: Any) -> Callable[..., Any]:
     if isinstance(run, str):
         return _import_object(run, "run")  # type: ignore[no-any-return]
@@ -345,6 +359,15 @@ class _DirectClient:
 
     def with_options(self, **_: Any) -> _DirectClient:
         return self
+
+
+def _caught(crash: Crash, raised: BaseException | None) -> str:
+    """The end of an attempt whose agent caught the harness's crash and went on."""
+    then = f"raised {type(raised).__name__}: {raised}" if raised is not None else "returned"
+    return (
+        f"{crash}, caught by the agent, which then {then}; a killed process does neither, so "
+        "the attempt ended at the crash (do not catch BaseException, or re-raise it)"
+    )
 
 
 class _Runaway(BaseException):
@@ -636,6 +659,12 @@ class _Executor:
                     outcome.infeasible = outcome.error = str(exc)
                     break
                 except Exception as exc:
+                    if injector.dead is not None:
+                        # The agent caught the crash and raised something else: a killed
+                        # process raises nothing, so the attempt died all the same.
+                        timeline.add("attempt_end", outcome="crash", detail=_caught(injector.dead, exc))
+                        quiet_errors = 0
+                        continue
                     detail = f"{type(exc).__name__}: {exc}"
                     timeline.add("attempt_end", outcome="error", detail=detail)
                     outcome.error = detail
@@ -647,6 +676,12 @@ class _Executor:
                     # would not change anything.
                     if quiet_errors >= 2:
                         break
+                    continue
+                if injector.dead is not None:
+                    # The agent caught the crash and returned: a killed process returns
+                    # nothing; what it did after the crash through the harness did nothing.
+                    timeline.add("attempt_end", outcome="crash", detail=_caught(injector.dead, None))
+                    quiet_errors = 0
                     continue
                 if self._still_running(task_id, timeline) and not resumed_idle(timeline, answer, stopped):
                     timeline.add("attempt_end", outcome="stopped", detail=str(answer))
@@ -712,7 +747,7 @@ class _Executor:
 
             return asyncio.run(main())
         client: Any = _DirectClient(self.router) if self.client_path == "direct" else self.router.client()
-        return self.run(task_id, self.goal, client=client, store=store, tools=tools)
+        return _not_awaitable(self.run(task_id, self.goal, client=client, store=store, tools=tools))
 
     def _still_running(self, task_id: str, timeline: Timeline) -> bool:
         # An agent that returns while its checkpoint says "running" stopped cleanly

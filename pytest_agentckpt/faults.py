@@ -25,8 +25,9 @@ point                             where the harness observes it
                                   never sees the acknowledgement
 ================================  ===========================================================
 
-A crash is :class:`Crash`, a ``BaseException``: ``except Exception`` in an agent cannot
-swallow it. A crash ends the whole attempt, as the death of a process does: after it every
+A crash is :class:`Crash`, a ``SystemExit``: ``except Exception`` in an agent cannot
+swallow it, and raised in an asyncio task it stops the event loop. A crash ends the whole
+attempt, as the death of a process does: after it every
 model request, tool call, effect and store operation of that attempt, from any thread or
 asyncio task, raises the crash again and does nothing. Then the harness drops the agent and
 calls ``run`` again with the same task id. Which occurrence of which point crashes is a
@@ -59,6 +60,7 @@ too:
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import inspect
 import json
@@ -179,14 +181,19 @@ class PlanInfeasible(BaseException):
     """
 
 
-class Crash(BaseException):
+class Crash(SystemExit):
     """The agent process "dies" here: raised at a fault point by the harness.
 
-    A ``BaseException`` so that ``except Exception`` in the agent cannot swallow it,
-    exactly as ``except Exception`` cannot catch a SIGKILL.
+    Not an ``Exception``, so that ``except Exception`` in the agent cannot swallow it,
+    exactly as ``except Exception`` cannot catch a SIGKILL. A ``SystemExit``, so that
+    asyncio lets it through: raised in a task, it stops the event loop at once, as the
+    death of the process stops every task. (Any other ``BaseException`` raised in a task
+    is kept on the task, and a framework that runs tools in tasks and does not read
+    their exceptions would go on after the crash, writing what a dead process never
+    writes.)
 
-    >>> issubclass(Crash, Exception)
-    False
+    >>> issubclass(Crash, Exception), issubclass(Crash, SystemExit)
+    (False, True)
     """
 
     def __init__(self, point: FaultPoint, occurrence: int) -> None:
@@ -506,6 +513,32 @@ class FaultPlan:
                 span += f" and the {s.length - 1} after it"
             parts.append(f"store {what} on {s.operation}{spaced(span)}")
         return "; ".join(parts) or "no faults"
+
+    def within(self, counts: RunCounts) -> FaultPlan:
+        """This plan with every occurrence counted from further back than ``counts`` (the
+        crash-free run) goes brought into that run, round and round: of a point met 3
+        times, ``-4`` is ``-1`` and ``-5`` is ``-2``. A point the run never met is left as
+        it is. Process mode, which places no crash by fraction, uses it so that a drawn
+        count from the end always falls in the run (:meth:`resolve` leaves out one that
+        does not).
+
+        >>> plan = FaultPlan(crashes=(CrashAt("after_tool_effect", -5),))
+        >>> plan.within(RunCounts({"after_tool_effect": 3}, {}, 1)).describe()
+        'crash at after_tool_effect, the 2nd from last'
+        """
+
+        def wrap(occurrence: int, count: int) -> int:
+            return -((-occurrence - 1) % count + 1) if occurrence < 0 and count > 0 else occurrence
+
+        return FaultPlan(
+            tuple(sorted({CrashAt(c.point, wrap(c.occurrence, counts.hits.get(c.point, 0))) for c in self.crashes})),
+            tuple(sorted({(n := wrap(f.request, counts.requests)): ApiFault(f.kind, n) for f in self.api_faults}.values())),
+            tuple(
+                StoreFault(s.kind, s.operation, wrap(s.occurrence, counts.store_ops.get(s.operation, 0)), s.length, s.delay)
+                for s in self.store_faults
+            ),
+            crash_fractions=self.crash_fractions,
+        )
 
     def resolve(self, counts: RunCounts) -> FaultPlan:
         """This plan with every occurrence counted from the end (negative) made a count from
@@ -1061,11 +1094,15 @@ class _Guarded:
         sent: Any = None
         thrown: BaseException | None = None
         while True:
-            try:
-                self._injector.check_alive()
-            except Crash:
-                steps.close()
-                raise
+            if thrown is None:
+                # An exception thrown in (the cancellation of the tasks left when a crash
+                # stopped the event loop) goes in as it is: the task ends as asyncio ends
+                # it, in its own context, rather than dying again mid-cleanup.
+                try:
+                    self._injector.check_alive()
+                except Crash:
+                    steps.close()
+                    raise
             try:
                 yielded = steps.throw(thrown) if thrown is not None else steps.send(sent)
             except StopIteration as stop:
@@ -1078,6 +1115,13 @@ class _Guarded:
 
 # The idempotency key of the call in progress, per thread and per asyncio task.
 _current_key: contextvars.ContextVar[str | None] = contextvars.ContextVar("agentckpt_key", default=None)
+
+
+def _reset_key(token: contextvars.Token[str | None]) -> None:
+    # A coroutine closed outside its task's context (collected after its event loop was
+    # closed) cannot reset it (ValueError): that context is gone with the task.
+    with contextlib.suppress(ValueError):
+        _current_key.reset(token)
 
 
 class InstrumentedToolbox:
@@ -1167,7 +1211,7 @@ class InstrumentedToolbox:
         try:
             result = await _Guarded(pending, self._injector)
         finally:
-            _current_key.reset(token)
+            _reset_key(token)
         self._injector.check_alive()
         self._injector.tool_answered(name, input, result)
         return result

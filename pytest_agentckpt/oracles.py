@@ -238,6 +238,14 @@ def _rule_broken(error: str, messages: Any = None) -> str:
             "included, none dropped, and with interleaved thinking each in its place among the "
             "tool calls), and a thinking block cut short is not sent back"
         )
+    if 'first message must use the "user" role' in error:
+        return (
+            "the history starts with a user message: a window that keeps the last messages "
+            "keeps the goal first (the window then starts at an assistant turn), or starts at "
+            "a user turn that holds no tool_result"
+        )
+    if "Input should be 'user' or 'assistant'" in error or "Field required" in error:
+        return "each message has a role, user or assistant, and content"
     return "every tool_use needs exactly one tool_result, first in the next user message"
 
 
@@ -407,7 +415,15 @@ def valid_sequence(
             hint = f"It follows a resume. {hint}"
     else:
         rule = _rule_broken(str(error), event.data.get("messages"))
-        if _crashed_before(timeline, event) and event.attempt > 1:
+        loaded = any(e.kind == "store_load" and e.attempt == event.attempt and e.seq < event.seq for e in timeline.events)
+        if _crashed_before(timeline, event) and event.attempt > 1 and not loaded:
+            hint = (
+                f"The history sent after a crash was not valid: {rule}. The agent loaded no "
+                "checkpoint through the store in that attempt: the history came from its own "
+                "state (a replay, its own files), or it asked the model again and paired the "
+                "new reply with results of the old one."
+            )
+        elif _crashed_before(timeline, event) and event.attempt > 1:
             hint = f"The history loaded after a crash was not repaired: {rule}."
         elif event.attempt > 1:
             hint = f"The history loaded when the agent was run again was not made valid: {rule}."
@@ -564,11 +580,24 @@ def _error_answer_after_effect(
     ids = {tool_use_id for _where, _first, tool_use_id in asks}
     for event, block in _sent_results(timeline, after=effect.seq):
         if first_issue(str(block.get("tool_use_id"))) in ids and block.get("is_error"):
-            return (
+            said = (
                 f"The model asked for it again because model request #{event.data.get('index')} "
                 f"answered tool_use {block['tool_use_id']} with an error "
-                f"({_cut(_result_text(block.get('content')), 100)}) although its effect had "
-                "happened: the tool raised after the effect (a failed checkpoint save, say), "
+                f"({_cut(_result_text(block.get('content')), 100)}) although its effect had happened"
+            )
+            crashed = any(effect.seq < c.seq < event.seq for c in timeline.of("crash"))
+            if crashed:
+                # The error was written on resume: a repair of the call the crash cut off.
+                return (
+                    f"{said}, before the crash: the resume answered the call the crash cut off "
+                    "with an error (a repair's \"interrupted\"), so the model asked for it again, "
+                    "under a new tool_use id. On resume, settle such a call by its kind instead: "
+                    "run a keyed call again with the key it had (derived from the task and its "
+                    "tool_use id), answer one recorded as done with its recorded result, and check "
+                    "before doing an unkeyed one again (see the tool kinds in the docs)."
+                )
+            return (
+                f"{said}: the tool raised after the effect (a failed checkpoint save, say), "
                 "and the error reached the model (the SDK's tool_runner sends any exception a "
                 "tool raises as an error result). Once the effect happened, answer the call "
                 "with its result, and record the outcome again later if the save fails."
@@ -599,7 +628,8 @@ def _result_text(content: Any) -> str:
 def _reasked_reply(timeline: Timeline, call: tuple[str, str]) -> str | None:
     """Whether the model was asked again for ``call`` (``(name, canonical input)``), under a
     fresh id: ``"saved"`` when a save had held the reply that asked first (the agent resumed
-    from a checkpoint without it), ``"unsaved"`` when none had, ``None`` if never asked again."""
+    from a checkpoint without it), ``"unsaved"`` when none had, ``"not_in_store"`` when the
+    agent saved nothing through the store, ``None`` if never asked again."""
     from reference_agent.scripted import first_issue
 
     if call not in _reasked(timeline):
@@ -616,7 +646,9 @@ def _reasked_reply(timeline: Timeline, call: tuple[str, str]) -> str | None:
             for block in content if isinstance(content, list) else ():
                 if isinstance(block, Mapping) and block.get("type") == "tool_use" and block.get("id") in first:
                     return "saved"
-    return "unsaved"
+    # An agent that keeps its state outside the store it was handed: whether the reply
+    # was saved cannot be told.
+    return "unsaved" if timeline.of("store_save") else "not_in_store"
 
 
 #: Why keys differ, by what :func:`_reasked_reply` says of the call.
@@ -634,9 +666,18 @@ _WHY_KEYS_DIFFER = {
         "new ids). Save the model's reply durably before running its tools, so a resume runs "
         "the same tool_use ids with the same keys."
     ),
+    "not_in_store": (
+        "a resume asked the model the same again and got the call under a new tool_use id "
+        "(the API gives every reply new ids): it did not find the reply that asked first. The "
+        "agent keeps its state outside the store fuzz handed it, so whether the reply was "
+        "saved cannot be told; a resume that looks under another id (a task, session or "
+        "workflow id not stable across attempts) does this, as does a reply not saved before "
+        "its tools ran. Resume from the state that holds the reply, so the same tool_use ids "
+        "run with the same keys."
+    ),
     None: (
-        "derive the key from what a resume sees again (the task id and the tool_use id), "
-        "never from the attempt (a random or time-based key)."
+        "derive the key from what a resume sees again (the task id and the tool_use id, or a "
+        "workflow id and step number), never from the attempt (a random or time-based key)."
     ),
 }
 
@@ -648,7 +689,8 @@ def _key_advice(done: list[Event], *, reasked: str | None = None) -> str:
     if None in keys:
         return (
             "The tool honours idempotency keys, but a call came without one: pass a key on "
-            "every call, derived from the task and the tool_use id."
+            "every call, derived from what a resume sees again (the task and the tool_use id, "
+            "or a workflow id and step number)."
         )
     shown = ", ".join(repr(k) for k in dict.fromkeys(keys))
     why = _WHY_KEYS_DIFFER[reasked if len(set(keys)) > 1 else None]

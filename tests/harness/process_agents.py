@@ -11,7 +11,7 @@ from stores import CheckpointStore
 from ..buggy_agents import checkpoint_after_result
 from ..zoo._base import agent
 from ..zoo.agents import SOUND, TWINS, OwnStatus
-from ..zoo.history_agents import drafting_agent
+from ..zoo.history_agents import drafting_agent, taskgroup_agent
 
 #: The reference agent, with no backoff between its own save retries.
 reference = functools.partial(reference_agent.run, retry_backoff=0.0)
@@ -74,3 +74,7 @@ own_status = agent(OwnStatus)
 #: drops a whole reply found on load as well and asks again (recorded_work_not_redone).
 drafts = drafting_agent()
 drafts_drop_whole = drafting_agent(drops_whole_reply=True)
+
+#: An ``async def run`` (AsyncAnthropic; a turn's calls in an asyncio.TaskGroup): process
+#: mode awaits it with the async client, as memory mode does.
+taskgroup = taskgroup_agent()

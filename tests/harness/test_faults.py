@@ -58,6 +58,8 @@ def _before_crash(outcome: _Outcome) -> Event:
 
 def test_crash_is_a_base_exception_so_except_exception_cannot_swallow_it() -> None:
     assert not issubclass(Crash, Exception)
+    # A SystemExit: asyncio lets it through the event loop (tests/zoo/test_detached.py).
+    assert issubclass(Crash, SystemExit)
     injector = FaultInjector(FaultPlan((CrashAt("before_model_call"),)))
 
     def agent_with_a_broad_handler() -> None:
@@ -68,6 +70,40 @@ def test_crash_is_a_base_exception_so_except_exception_cannot_swallow_it() -> No
 
     with pytest.raises(Crash):
         agent_with_a_broad_handler()
+
+
+def _catches_the_crash(then: str) -> Any:
+    """The reference agent behind a handler that catches what ``except Exception`` does
+    not, and returns (or raises) instead: a worker that reports "interrupted"."""
+    inner = make_agent()
+
+    def run(task_id: str, goal: str, **kwargs: Any) -> Any:
+        try:
+            return inner(task_id, goal, **kwargs)
+        except Exception:
+            raise
+        except BaseException as exc:
+            if then == "returns":
+                return "interrupted"
+            raise RuntimeError("interrupted") from exc
+
+    return run
+
+
+@pytest.mark.parametrize("then", ["returns", "raises"])
+def test_an_agent_that_catches_the_crash_and_goes_on_is_dead_all_the_same(then: str) -> None:
+    # A killed process neither returns nor raises. Before, a caught crash whose agent
+    # returned ended the attempt as an answer: the task was judged finished with
+    # "interrupted", the crash-free run's effects missing (no_duplicate_effect, same_answer).
+    ex = _Executor(_catches_the_crash(then), toolbox(), store=None, budget=None, max_resumes=None, goal="g")
+    try:
+        outcome = _run(ex, CrashAt("after_tool_effect", 1))
+    finally:
+        ex.close()
+    ends = outcome.timeline.of("attempt_end")
+    assert ends[0].data["outcome"] == "crash"
+    assert "caught by the agent, which then " + ("returned" if then == "returns" else "raised RuntimeError") in ends[0].data["detail"]
+    assert outcome.completed and outcome.answer == "all done"
 
 
 @pytest.mark.parametrize("point", FAULT_POINTS)

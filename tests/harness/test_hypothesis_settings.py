@@ -107,3 +107,42 @@ def test_types(plan, faults, crash):
 '''
     )
     pytester.runpytest_subprocess(*ARGS).assert_outcomes(passed=1)
+
+
+def test_an_agent_thread_that_uses_random_between_examples_is_no_strategy_warning() -> None:
+    # A runtime the agent starts (a queue poller with jitter) draws from the global random
+    # in its own thread while Hypothesis draws the next scenario. Hypothesis took that for
+    # the harness's strategy using random (a HypothesisDeprecationWarning at every run,
+    # an error under -W error). The harness's strategies never use it.
+    import functools
+    import random
+    import threading
+    import warnings
+
+    from hypothesis.database import InMemoryExampleDatabase
+    from hypothesis.errors import HypothesisDeprecationWarning
+
+    import reference_agent
+    from pytest_agentckpt import fuzz
+
+    from .toolkit import toolbox
+
+    stop = threading.Event()
+
+    def poller() -> None:
+        while not stop.wait(0.0001):
+            random.random()
+
+    thread = threading.Thread(target=poller, daemon=True)
+    thread.start()
+    try:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            fuzz(
+                functools.partial(reference_agent.run, retry_backoff=0.0), toolbox(), max_examples=40, seed=1,
+                database=InMemoryExampleDatabase(), unsafe_tools="ignore",
+            )
+    finally:
+        stop.set()
+        thread.join(5)
+    assert not [w for w in seen if issubclass(w.category, HypothesisDeprecationWarning)]

@@ -77,6 +77,15 @@ def test_valid_sequence_reports_an_unanswered_tool_use_with_the_api_error() -> N
     assert list(violation.marks) == [1]
 
 
+def test_valid_sequence_names_the_rule_a_history_that_starts_with_the_assistant_breaks() -> None:
+    # A sliding window that cut the goal: the report used to name the tool_result rule.
+    bad = _timeline(("model_request", {"index": 1, "messages": [USE, RESULT]}))
+    [violation] = valid_sequence(bad, validate_messages, error_type=InvalidHistoryError)
+    assert "first message must use" in violation.message
+    assert "keeps the goal first" in violation.message
+    assert "every tool_use needs exactly one tool_result" not in violation.message
+
+
 def test_valid_sequence_checks_interleaved_thinking_against_the_replies_it_saw() -> None:
     from reference_agent.scripted import redacted_thinking_block, thinking_block
     from reference_agent.validation import thinking_shape

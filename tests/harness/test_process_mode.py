@@ -344,3 +344,41 @@ def test_a_script_without_a_main_guard_gets_an_error_that_says_so_not_a_verdict(
     error = next(line for line in last if line.startswith("RuntimeError: mode='process'"))
     assert 'if __name__ == "__main__":' in error and "no verdict" in error
     assert "crash_free_run" not in done.stderr  # not reported as the agent's failure
+
+
+def test_an_async_run_is_awaited_in_process_mode_with_the_async_client() -> None:
+    # Before, the child called an `async def run` with the sync client and never awaited
+    # it: the coroutine was taken for the answer, and every example passed with no model
+    # request, no crash and no effect checked.
+    report = fuzz(
+        "tests.harness.process_agents:taskgroup", "tests.zoo.history_agents:async_shop_tools", mode="process",
+        fault_kinds=["before_tool_effect", "after_tool_effect", "after_checkpoint_write"], max_examples=6, seed=1,
+        database=InMemoryExampleDatabase(),
+    )
+    assert report.stats.requests_validated > 0 and report.stats.crashes > 0 and report.stats.effects_checked > 0
+
+
+def test_a_plain_function_that_returns_a_coroutine_is_told_to_be_async_def() -> None:
+    async def work(task_id: str, goal: str, **kwargs: Any) -> str:
+        return "never awaited"
+
+    def run(task_id: str, goal: str, **kwargs: Any) -> Any:
+        return work(task_id, goal, **kwargs)
+
+    with pytest.raises(OracleFailure, match=r"run returned coroutine .* Declare it `async def`"):
+        fuzz(run, TOOLS, max_examples=2, seed=1, database=InMemoryExampleDatabase())
+
+
+@pytest.mark.parametrize("seed", [1, 6])
+def test_process_modes_random_search_brings_counts_from_the_end_into_a_short_run(seed: int) -> None:
+    # Process mode places no crash by fraction. A count from the end further back than the
+    # run went (-2 to -6 of a point met once) used to be left out, so most drawn crashes of
+    # a one-call plan never fired: this twin (a new key per attempt) passed seeds 1 and 6
+    # at 30 examples. Brought into the run, every drawn crash of a point the run met fires.
+    write = Plan((Step((ToolCall("write_record", {"key": "a"}),)),), "written")
+    with pytest.raises(OracleFailure) as caught:
+        fuzz(
+            "tests.buggy_agents.key_per_attempt:run", TOOLS, mode="process", plans=[write], max_examples=30,
+            seed=seed, database=InMemoryExampleDatabase(), unsafe_tools="ignore",
+        )
+    assert caught.value.oracle == "no_duplicate_effect"

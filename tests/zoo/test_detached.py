@@ -1,0 +1,90 @@
+"""An agent that runs each tool call in a detached asyncio task and keeps its session in
+its own storage (``tests/zoo/detached_agents.py``): the sound agent passes, its twin is
+caught, and a crash in a task is the death of the process, not an exception the task
+keeps to itself."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from hypothesis.database import InMemoryExampleDatabase
+
+from pytest_agentckpt import Crash
+from pytest_agentckpt.harness import NotCheckableWarning, OracleFailure, fuzz
+
+from .detached_agents import detached_agent
+from .history_agents import shop_tools
+from .test_false_alarms import SEEDS, twin_caught
+
+EXAMPLES = 100
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_an_agent_that_runs_tools_in_detached_tasks_passes(seed: int) -> None:
+    # Before the crash was a SystemExit, a crash at after_tool_effect stayed on the tool's
+    # task; the loop went on, wrote a user turn without that result to its own session,
+    # and the resume's "interrupted" answer made the model retry under a new key: a second
+    # refund, no_duplicate_effect (seeds 1-3), on a sound agent.
+    # It keeps its session outside the store: the oracles that read saved checkpoints say
+    # so, and every other one judges it.
+    with pytest.warns(NotCheckableWarning, match="saved no checkpoint through the store"):
+        report = fuzz(detached_agent(), shop_tools(), seed=seed, database=InMemoryExampleDatabase(), max_examples=EXAMPLES)
+    assert report.examples >= 50
+    assert set(report.not_checkable) == {"recorded_work_not_redone", "iteration_monotone"}
+
+
+def test_its_twin_with_a_fresh_key_per_run_is_caught() -> None:
+    twin_caught(
+        lambda: fuzz(
+            detached_agent(fresh_keys=True), shop_tools(), seed=20261206,
+            database=InMemoryExampleDatabase(), max_examples=EXAMPLES,
+        ),
+        "no_duplicate_effect",
+        needs_fault=True,
+    )
+
+
+def test_its_twin_that_answers_the_cut_off_calls_interrupted_is_caught_and_told_why() -> None:
+    with pytest.raises(OracleFailure) as caught:
+        fuzz(
+            detached_agent(interrupts=True), shop_tools(), seed=20261206,
+            database=InMemoryExampleDatabase(), max_examples=EXAMPLES,
+        )
+    assert caught.value.oracle == "no_duplicate_effect"
+    # The error came from the resume's repair, not from a tool that raised after its effect.
+    assert "the resume answered the call the crash cut off with an error" in str(caught.value)
+
+
+def test_its_twin_that_loses_its_session_is_caught_without_a_claim_about_saves() -> None:
+    with pytest.raises(OracleFailure) as caught:
+        fuzz(
+            detached_agent(new_session=True), shop_tools(), seed=20261206,
+            database=InMemoryExampleDatabase(), max_examples=EXAMPLES,
+        )
+    assert "no_duplicate_effect" in caught.value.oracles
+    example = next(e for e in caught.value.examples if e.oracle == "no_duplicate_effect")
+    # It saves nothing through the store: the report does not say the reply was unsaved.
+    assert "did not find the reply that asked first" in example.message
+    assert "had not saved" not in example.message
+
+
+def test_a_crash_in_a_task_whose_exception_nobody_reads_stops_the_event_loop() -> None:
+    written: list[str] = []
+
+    async def main() -> None:
+        done: asyncio.Queue[None] = asyncio.Queue()
+
+        async def tool() -> None:
+            try:
+                raise Crash("after_tool_effect", 1)
+            finally:
+                done.put_nowait(None)
+
+        asyncio.get_running_loop().create_task(tool())
+        await done.get()
+        written.append("a turn the dead process never wrote")
+
+    with pytest.raises(Crash):
+        asyncio.run(main())
+    assert written == []
