@@ -240,9 +240,9 @@ def _rule_broken(error: str, messages: Any = None) -> str:
         )
     if 'first message must use the "user" role' in error:
         return (
-            "the history starts with a user message: a window that keeps the last messages "
-            "keeps the goal first (the window then starts at an assistant turn), or starts at "
-            "a user turn that holds no tool_result"
+            "a history must start with a user message, and this one started with an assistant "
+            "turn: a window that keeps the last messages keeps the goal first (the window then "
+            "starts at an assistant turn), or starts at a user turn that holds no tool_result"
         )
     if "Input should be 'user' or 'assistant'" in error or "Field required" in error:
         return "each message has a role, user or assistant, and content"
