@@ -963,6 +963,10 @@ class FaultyStore:
         self.inner = inner
         self.injector = injector
         self.history = history or default_history
+        #: Whether the history comes from a locator the caller gave (``history=``), and the
+        #: first error it raised, for the report of a history it never found.
+        self.located = history is not None
+        self.history_error: str | None = None
         # The JSON of the history the last save recorded, and its copy.
         self._last_history: tuple[bytes, list[Any]] = (b"[]", [])
 
@@ -1009,6 +1013,7 @@ class FaultyStore:
             iteration=saved.iteration,
             status=saved.status,
             messages=self._history(saved),
+            **({"located": self.history_error or True} if self.located else {}),
         )
         injector.hit("after_checkpoint_write")
         return saved
@@ -1016,8 +1021,10 @@ class FaultyStore:
     def _history(self, saved: Checkpoint) -> list[Any] | None:
         try:
             found = self.history(saved)
-        except Exception:
+        except Exception as exc:
             # A locator that cannot read this checkpoint has not found the history here.
+            if self.history_error is None:
+                self.history_error = f"{type(exc).__name__}: {exc}"
             return None
         if found is None:
             return None

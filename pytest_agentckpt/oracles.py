@@ -945,6 +945,15 @@ def history_not_found(timeline: Timeline) -> str | None:
     if any(e.data.get("messages") for e in saves):
         return None
     only_completion = all(e.data.get("status") == "completed" for e in saves)
+    located = saves[-1].data.get("located")
+    if located is not None:
+        raised = f"; on one it raised {located}" if isinstance(located, str) else ""
+        return (
+            f"the history= function given to fuzz found no messages in any of the "
+            f"{len(saves)} checkpoint(s) the agent wrote (it returned None or an empty list"
+            f"{raised}), though the agent asked the model with a history: check it against a "
+            "checkpoint the agent saves (replay a scenario and print store.load(task_id))"
+        )
     return (
         f"the agent wrote {len(saves)} checkpoint(s) but none held the message history where "
         "the harness looks (checkpoint.messages): tell fuzz where it lives with "

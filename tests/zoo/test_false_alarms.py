@@ -109,6 +109,25 @@ def test_an_agent_with_its_own_state_format_is_not_checkable_without_the_history
     assert "history=" in report.not_checkable["recorded_work_not_redone"]
 
 
+@pytest.mark.parametrize(
+    ("history", "says"),
+    [
+        (lambda checkpoint: [], "returned None or an empty list), though"),
+        (lambda checkpoint: checkpoint.artifacts["sesion"]["messages"], "on one it raised KeyError: 'sesion'"),
+    ],
+)
+def test_a_history_hook_that_finds_nothing_is_named_in_the_not_checkable_reason(history: Any, says: str) -> None:
+    # Before, a hook with a typo was told to pass a hook: "none held the message history
+    # where the harness looks (checkpoint.messages): tell fuzz where it lives with history=".
+    with pytest.warns(NotCheckableWarning, match="recorded_work_not_redone"):
+        report = fuzz(
+            SOUND["own_state"], toolbox(), seed=1, max_examples=20, database=InMemoryExampleDatabase(),
+            unsafe_tools="ignore", history=history,
+        )
+    reason = report.not_checkable["recorded_work_not_redone"]
+    assert "the history= function given to fuzz found no messages" in reason and says in reason
+
+
 def test_an_agent_that_forgets_completion_fails_only_completed_idempotent() -> None:
     with pytest.raises(OracleFailure) as caught:
         fuzz(SOUND["forgets_completion"], toolbox(), seed=1, database=InMemoryExampleDatabase(),
