@@ -370,8 +370,12 @@ def _caught(crash: Crash, raised: BaseException | None) -> str:
     )
 
 
-class _Runaway(BaseException):
-    """The agent made more model requests than any plan needs: stop it."""
+class _Runaway(SystemExit):
+    """The agent made more model requests than any plan needs: stop it.
+
+    A ``SystemExit``, as :class:`~pytest_agentckpt.faults.Crash`: raised in the model call
+    of a framework's worker task, it stops the event loop rather than staying on the task
+    (where a framework that never reads it would wait for ever)."""
 
 
 def _open_store_source(store: Any) -> Callable[[], tuple[CheckpointStore, bool]]:

@@ -173,11 +173,12 @@ DEFAULT_FAULT_KINDS: tuple[str, ...] = tuple(k for k in FAULT_KINDS if k not in 
 :data:`OPT_IN_FAULT_KINDS`. Add one with ``fault_kinds=[*DEFAULT_FAULT_KINDS, "max_tokens"]``."""
 
 
-class PlanInfeasible(BaseException):
+class PlanInfeasible(SystemExit):
     """A tool answered an error in a crash-free run: the plan cannot be carried out.
 
     The scripted model retries a failed call for ever, so such a plan says nothing about
-    resume; the harness discards it (a ``BaseException``, so the agent cannot catch it).
+    resume; the harness discards it (a ``SystemExit``, as :class:`Crash`: the agent's
+    ``except Exception`` cannot catch it, and asyncio lets it through the event loop).
     """
 
 

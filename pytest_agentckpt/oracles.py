@@ -438,8 +438,32 @@ def valid_sequence(
         f"{len(invalid)} invalid request(s) in all. {hint}"
     )
     marks = {e.seq: "INVALID" for e, _ in invalid[:5]}
+    marks.update(_loaded_marks(timeline, event))
     marks[event.seq] = f"INVALID: {error}"
     return [Violation("valid_sequence", message, marks)]
+
+
+def _loaded_marks(timeline: Timeline, request: Event) -> dict[int, str]:
+    """The load of ``request``'s attempt before it, and the save that wrote the checkpoint
+    it loaded: kept in a long timeline's excerpt, since they tell where the history came
+    from (a save made at the wrong moment, say)."""
+    loads = [
+        e for e in timeline.of("store_load")
+        if e.attempt == request.attempt and e.seq < request.seq and e.data.get("found")
+    ]
+    if not loads:
+        return {}
+    load = loads[-1]
+    marks = {load.seq: "the checkpoint this attempt loaded"}
+    for save in reversed(timeline.of("store_save")):
+        if (
+            save.seq < load.seq
+            and save.data.get("version") == load.data.get("version")
+            and save.data.get("task_id") == load.data.get("task_id")
+        ):
+            marks[save.seq] = "written here"
+            break
+    return marks
 
 
 # -- 2 ---------------------------------------------------------------------------------

@@ -86,6 +86,22 @@ def test_valid_sequence_names_the_rule_a_history_that_starts_with_the_assistant_
     assert "every tool_use needs exactly one tool_result" not in violation.message
 
 
+def test_valid_sequence_marks_the_checkpoint_the_invalid_request_was_loaded_from() -> None:
+    # A long timeline's excerpt keeps marked lines: the save that wrote the loaded history
+    # (made after the reply, before its tools ran) is where the failure comes from.
+    timeline = _timeline(
+        ("store_save", {"task_id": "t", "version": 5, "iteration": 3, "status": "running", "messages": [GOAL, USE]}),
+        ("crash", {"point": "before_tool_effect", "occurrence": 1}),
+    )
+    timeline.start_attempt("resume")
+    timeline.add("store_load", found=True, version=5, iteration=3, task_id="t")
+    timeline.add("model_request", index=2, messages=[GOAL, USE])
+    [violation] = valid_sequence(timeline, validate_messages, error_type=InvalidHistoryError)
+    save, load = timeline.of("store_save")[0], timeline.of("store_load")[0]
+    assert violation.marks[save.seq] == "written here"
+    assert violation.marks[load.seq] == "the checkpoint this attempt loaded"
+
+
 def test_valid_sequence_checks_interleaved_thinking_against_the_replies_it_saw() -> None:
     from reference_agent.scripted import redacted_thinking_block, thinking_block
     from reference_agent.validation import thinking_shape

@@ -6,11 +6,12 @@ keeps to itself."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from hypothesis.database import InMemoryExampleDatabase
 
-from pytest_agentckpt import Crash
+from pytest_agentckpt import Crash, Plan
 from pytest_agentckpt.harness import NotCheckableWarning, OracleFailure, fuzz
 
 from .detached_agents import detached_agent
@@ -88,3 +89,36 @@ def test_a_crash_in_a_task_whose_exception_nobody_reads_stops_the_event_loop() -
     with pytest.raises(Crash):
         asyncio.run(main())
     assert written == []
+
+
+async def _asks_in_a_worker_task_for_ever(task_id: str, goal: str, *, client: Any, store: Any, tools: Any) -> str:
+    """Each model call in a worker task whose exception nobody reads; asks again and again
+    (a runaway): the harness's stop, raised in the model call, must end it."""
+    messages = [{"role": "user", "content": goal}]
+    for _ in range(2_000):  # bounded: a stop that stays on the task would spin here
+        done = asyncio.Event()
+
+        async def ask(done: asyncio.Event) -> None:
+            try:
+                await client.messages.create(model="claude-sonnet-4-5", max_tokens=64, messages=messages)
+            except Exception:
+                pass
+            finally:
+                done.set()
+
+        asyncio.get_running_loop().create_task(ask(done))
+        await done.wait()
+    return "gave up"
+
+
+@pytest.mark.timeout(300)
+def test_a_runaway_stopped_inside_a_worker_task_is_reported_not_spun_on() -> None:
+    # LlamaIndex runs the model call in a worker task and waits for its events; the
+    # runaway stop (then a plain BaseException) stayed on the task, and the agent waited
+    # for ever. It is a SystemExit now, as the crash is: the event loop stops.
+    with pytest.raises(OracleFailure) as caught:
+        fuzz(
+            _asks_in_a_worker_task_for_ever, shop_tools(), seed=1, max_examples=1,
+            database=InMemoryExampleDatabase(), plans=[Plan((), "done")],
+        )
+    assert "runaway" in caught.value.oracles
