@@ -103,6 +103,7 @@ def fuzz(
     ignore_oracles: Sequence[str] = (),
     history: HistoryLocator | str | None = None,
     systematic: bool = False,
+    shrink: bool = True,
 ) -> FuzzReport:
     """Fuzz ``run`` with crashes and resumes; raise :class:`OracleFailure` on a violation.
 
@@ -130,7 +131,10 @@ def fuzz(
     drawing fault plans, crash each plan drawn (``max_examples`` plans) once at every
     single fault point its crash-free run passes, one point at a time; ``max_crashes`` and
     ``fault_kinds`` do not apply, and :meth:`FuzzReport.describe` says how many points were
-    checked. Every argument works in both modes.
+    checked. ``shrink=False``: report the first failure as it was found, for an agent slow
+    enough that the default costs minutes: no Hypothesis shrinking, no search on for other
+    oracles, a short minimizer (16 runs, not 150); process mode always works so. Every
+    argument works in both modes.
 
     >>> from pytest_agentckpt import fuzz
     >>> from reference_agent import run, demo_toolbox
@@ -168,6 +172,8 @@ def fuzz(
     locator = _resolve_history(history)
     if not isinstance(systematic, bool):
         raise ValueError(f"systematic must be True or False, not {systematic!r}")
+    if not isinstance(shrink, bool):
+        raise ValueError(f"shrink must be True or False, not {shrink!r}")
     if mode == "process":
         from ._process import fuzz_process
 
@@ -208,7 +214,7 @@ def fuzz(
             executor, agent, tools, examples=examples, crashes_max=crashes_max, kinds=kinds,
             deadline=deadline, plans=plans, seed=seed, budget=budget, max_steps=max_steps,
             max_parallel=max_parallel, unsafe_tools=unsafe_tools, database=database,
-            systematic=systematic,
+            systematic=systematic, shrink=shrink,
         )
     finally:
         executor.close()

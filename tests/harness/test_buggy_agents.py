@@ -88,6 +88,30 @@ def test_the_failure_shrinks_to_one_crash_and_a_one_step_plan() -> None:
 
 
 
+def test_shrink_false_reports_the_first_failure_after_far_fewer_runs() -> None:
+    # For a slow agent (a framework's, seconds a scenario), the default's shrinking, search
+    # for other oracles and 150-run minimizer took a quarter of an hour before the report.
+    def counted(calls: list[int]) -> Callable[..., Any]:
+        agent = _agent("checkpoint_after_result")
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            calls.append(1)
+            return agent(*args, **kwargs)
+
+        return run
+
+    runs: dict[bool, int] = {}
+    for shrink in (True, False):
+        calls: list[int] = []
+        with pytest.raises(OracleFailure) as caught:
+            fuzz(counted(calls), toolbox(), seed=7, database=InMemoryExampleDatabase(), shrink=shrink)
+        assert caught.value.oracle == "no_duplicate_effect"
+        runs[shrink] = len(calls)
+    assert runs[False] * 3 < runs[True], runs
+    with pytest.raises(ValueError, match="shrink must be True or False"):
+        fuzz(_agent("checkpoint_after_result"), toolbox(), shrink="no")  # type: ignore[arg-type]
+
+
 def test_a_bug_that_shows_only_late_in_a_long_run_is_caught() -> None:
     # The ledger-cap agent is the correct loop until its sixth irreversible call (after
     # its twelfth save, at its sixth tool effect or later): a fault counted from the start,
