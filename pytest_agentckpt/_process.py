@@ -133,6 +133,22 @@ def _stream_message_id(head: bytes) -> str | None:
     return ""
 
 
+class _MessageId:
+    """The message id of a stream, read from its first chunks as they pass."""
+
+    def __init__(self) -> None:
+        self.head = b""
+        #: ``None`` until known; ``""`` for a stream that is not the API's.
+        self.message_id: str | None = None
+
+    def feed(self, chunk: bytes) -> None:
+        if self.message_id is None:
+            self.head += chunk
+            self.message_id = _stream_message_id(self.head)
+            if self.message_id is None and len(self.head) > 1 << 16:
+                self.message_id = ""  # no event boundary: not a stream of the API
+
+
 def _delivery_receipts(timeline: _EventFile, *, asynchronous: bool = False) -> Any:
     """The child client's transport: it notes when a streamed reply was read to its end.
 
@@ -149,16 +165,12 @@ def _delivery_receipts(timeline: _EventFile, *, asynchronous: bool = False) -> A
             self._inner = inner
 
         def __iter__(self) -> Any:
-            head, message_id = b"", None
+            reader = _MessageId()
             for chunk in self._inner:
-                if message_id is None:
-                    head += chunk
-                    message_id = _stream_message_id(head)
-                    if message_id is None and len(head) > 1 << 16:
-                        message_id = ""  # no event boundary: not a stream of the API
+                reader.feed(chunk)
                 yield chunk
-            if message_id:
-                timeline.add("model_delivered", message_id=message_id)
+            if reader.message_id:
+                timeline.add("model_delivered", message_id=reader.message_id)
 
         def close(self) -> None:
             self._inner.close()
@@ -168,16 +180,12 @@ def _delivery_receipts(timeline: _EventFile, *, asynchronous: bool = False) -> A
             self._inner = inner
 
         async def __aiter__(self) -> Any:
-            head, message_id = b"", None
+            reader = _MessageId()
             async for chunk in self._inner:
-                if message_id is None:
-                    head += chunk
-                    message_id = _stream_message_id(head)
-                    if message_id is None and len(head) > 1 << 16:
-                        message_id = ""
+                reader.feed(chunk)
                 yield chunk
-            if message_id:
-                timeline.add("model_delivered", message_id=message_id)
+            if reader.message_id:
+                timeline.add("model_delivered", message_id=reader.message_id)
 
         async def aclose(self) -> None:
             await self._inner.aclose()
