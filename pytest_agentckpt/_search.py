@@ -253,7 +253,9 @@ def _agent_threads_may_use_random(plans: Any) -> Iterator[None]:
     under test may (a runtime's poller with jitter), between two examples. With the
     harness's own plans that warning names no bug of the strategy: it is left out. A
     strategy of plans the caller gave keeps it."""
-    if plans is not None and not isinstance(plans, (list, tuple)) and not hasattr(plans, "steps"):
+    from hypothesis.strategies import SearchStrategy
+
+    if isinstance(plans, SearchStrategy):
         yield
         return
     with warnings.catch_warnings():
