@@ -139,6 +139,53 @@ def bench_fuzz(count: int, seed: int) -> float:
     return clock() - started
 
 
+def bench_fuzz_split(count: int, seed: int) -> dict[str, Any]:
+    """One ``fuzz`` run with its SDK calls timed: where its time goes against the floor.
+
+    ``sdk`` is the time inside ``client.messages.create`` less the fake's own work (its
+    ``respond``), ``bodies`` every request fuzz sent with the reply it got, for a floor of
+    fuzz's own requests. The timers cost a little: this run is not one of the rounds.
+    """
+    from anthropic.resources.messages import Messages
+
+    from reference_agent.offline import FakeMessagesAPI
+
+    spent = {"create": 0.0, "respond": 0.0}
+    made: list[tuple[bytes, Any]] = []
+    create, respond = Messages.create, FakeMessagesAPI.respond
+
+    def timed_create(self: Any, *args: Any, **kwargs: Any) -> Any:
+        started = clock()
+        try:
+            return create(self, *args, **kwargs)
+        finally:
+            spent["create"] += clock() - started
+
+    def timed_respond(self: Any, method: str, path: str, headers: Any, body: bytes, **kwargs: Any) -> Any:
+        generation = method == "POST" and path.rstrip("/").endswith("/v1/messages")
+        started = clock()
+        try:
+            reply = respond(self, method, path, headers, body, **kwargs)
+        except BaseException:
+            if generation:
+                made.append((body, None))
+            raise
+        finally:
+            spent["respond"] += clock() - started
+        if generation:
+            made.append((body, reply))
+        return reply
+
+    Messages.create = timed_create  # type: ignore[method-assign]
+    FakeMessagesAPI.respond = timed_respond  # type: ignore[method-assign]
+    try:
+        elapsed = bench_fuzz(count, seed)
+    finally:
+        Messages.create = create  # type: ignore[method-assign]
+        FakeMessagesAPI.respond = respond  # type: ignore[method-assign]
+    return {"elapsed": elapsed, "sdk": spent["create"] - spent["respond"], "bodies": made}
+
+
 def bench_floor(turns_made: list[tuple[bytes, Any]], *, fixed: bool = False) -> float:
     """The bare SDK making the harness's model turns again: each request body it sent,
     answered with the reply the fake gave it; with ``fixed``, the earlier floor, for
@@ -268,6 +315,21 @@ def main(argv: list[str] | None = None) -> int:
     print(f"fuzz / floor:        {fuzz_ratio:8.2f}x  (target <= {FUZZ_TARGET}x: {'met' if fuzz_ratio <= FUZZ_TARGET else 'NOT met'})")
     spread = sorted(a / b for a, b in zip(times["fuzz"], times["floor"], strict=True))
     print(f"  fuzz / floor by round: {', '.join(f'{r:.2f}x' for r in spread)}")
+    # Where fuzz's time goes: the SDK's own share of it, measured in place, against the
+    # bare SDK making the same requests in a loop of nothing else.
+    split = bench_fuzz_split(len(scenarios), args.seed)
+    own = split["bodies"]
+    own_floor = statistics.median(bench_floor(own) for _ in range(max(1, args.rounds)))
+    in_place, alone = split["sdk"] / len(own) * 1000, own_floor / len(own) * 1000
+    print(
+        f"fuzz's own {len(own)} requests: the SDK's part {in_place:.3f} ms each inside fuzz, "
+        f"{alone:.3f} ms in the floor's loop ({in_place / alone:.2f}x: the same SDK code, run between "
+        f"other work)"
+    )
+    print(
+        f"  the rest of fuzz (agent, fake, store, oracles, Hypothesis): "
+        f"{(split['elapsed'] - split['sdk']) / own_floor:.2f}x that floor; all of it {split['elapsed'] / own_floor:.2f}x"
+    )
     return 0
 
 
