@@ -38,6 +38,7 @@ from .oracles import (
     same_answer,
     stale_load_advice,
     tools_not_called,
+    unwinding_advice,
     valid_sequence,
 )
 
@@ -425,8 +426,11 @@ def _evaluate_once(executor: _Executor, plan: Plan, faults: FaultPlan, budget: i
     violations = [v for v in violations if v.oracle not in ignored]
     advice = give_up_advice(outcome.main()) + resume_drift_advice(outcome.main(), baseline.timeline)
     if violations:
-        # What explains them comes first: a resume that went on from a stale checkpoint.
+        # What explains them comes first: a resume that went on from a stale checkpoint, or
+        # an agent's own storage written while an in-process crash unwound.
         advice = stale_load_advice(outcome.timeline) + advice
+        if executor.crashes_unwind:
+            advice = unwinding_advice(outcome.timeline) + advice
     if problems:
         known = {v.oracle for v in problems}
         if not {v.oracle for v in violations} - known:

@@ -311,6 +311,8 @@ class ProcessExecutor:
 
     #: The points are met in two processes: their order is not known (no crash fractions).
     orders_points = False
+    #: A crash is a SIGKILL: nothing of the agent runs after it.
+    crashes_unwind = False
 
     def __init__(
         self,

@@ -570,6 +570,9 @@ class _Executor:
 
     #: Whether a run's counts hold the order its fault points were met in (crash fractions).
     orders_points = True
+    #: Whether a crash is an exception that unwinds the agent's stack (its ``finally:``
+    #: blocks run), not a killed process.
+    crashes_unwind = True
 
     def __init__(
         self,

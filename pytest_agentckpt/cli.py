@@ -5,7 +5,8 @@
     $ agentckpt certify mypackage.stores:make_store --quick --json report.json
 
 Each subcommand is a function registered in :func:`build_parser`; ``main`` returns the
-exit code: 0 certified, 1 a required contract failed, 2 a usage error or a store refused
+exit code: 0 certified (with ``--only``: the selected contracts passed, not a
+certification), 1 a required contract failed, 2 a usage error or a store refused
 because it holds checkpoints certification did not write, 3 not certified because
 required contracts could not be checked.
 """
@@ -59,6 +60,8 @@ def _certify(args: argparse.Namespace) -> int:
     unknown = sorted(set(only) - known)
     if unknown:
         raise _UsageError(f"--only: unknown contracts {unknown}; choose from {', '.join(sorted(known))}")
+    if args.timeout is not None and not args.timeout > 0:
+        raise _UsageError(f"--timeout {args.timeout:g}: give a positive number of seconds")
     if args.only is not None and not only:
         raise _UsageError(
             f"--only {args.only!r} names no contract: give comma-separated ids from "
@@ -96,6 +99,7 @@ def _certify(args: argparse.Namespace) -> int:
                 figures=not args.no_figures,
                 progress=_progress(sys.stderr),  # type: ignore[arg-type]
                 scratch=args.scratch,
+                timeout=args.timeout,
             )
     except (FactoryError, StoreNotEmptyError) as exc:
         raise _UsageError(str(exc)) from None
@@ -153,7 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
             "(unless --scratch). Exit status: 0 certified (every required contract checked "
             "and passed), 1 a required contract failed, 2 usage error or store refused, 3 not "
             "certified: required contracts could not be checked (the report says which hooks "
-            "or setup they need)."
+            "or setup they need). With --only, 0 means the selected contracts passed, which is "
+            "not a certification: the verdict says PASSED, NOT a certification, and names the "
+            "required contracts not run."
         ),
         epilog=(
             "examples:\n"
@@ -178,6 +184,10 @@ def build_parser() -> argparse.ArgumentParser:
     certify.add_argument("--scratch", action="store_true",
                          help="the store is scratch: run even if it holds checkpoints "
                               "certification did not write (it still deletes only its own)")
+    certify.add_argument("--timeout", type=float, metavar="SECONDS",
+                         help="time limit for each contract, and for the factory's first store "
+                              "and its first listing (default 180, 60 with --quick); raise it "
+                              "for a slow store")
     certify.add_argument("--no-figures", action="store_true", help="skip the latency figures")
     certify.set_defaults(handler=_certify)
     return parser
@@ -195,12 +205,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except _UsageError as exc:
         print(f"agentckpt {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        # The run's cleanup (its finally) has deleted what it wrote; a check cut in the
-        # middle of a write may leave a task id starting with certify-, which later runs
-        # accept and leave alone.
+    except KeyboardInterrupt as exc:
+        # The run stops the check under way at its next step, waits for it, then deletes
+        # what it wrote (its finally). A check that did not stop in time may have written
+        # after that: say so, with the prefix of what it wrote.
+        if getattr(exc, "still_running", False):
+            done = ("the check under way did not stop in time, so tasks whose id starts with "
+                    f"{getattr(exc, 'run_id', 'certify-')}- may remain; delete them, or leave "
+                    "them: later runs accept them and leave them alone")
+        else:
+            done = "it deleted what it wrote"
         print(f"\nagentckpt {args.command}: interrupted (Ctrl-C): stopped without a verdict; "
-              "it deleted what it wrote", file=sys.stderr)
+              f"{done}", file=sys.stderr)
         return EXIT_INTERRUPTED
 
 

@@ -66,6 +66,7 @@ __all__ = [
     "recorded_work_not_redone",
     "same_answer",
     "stale_load_advice",
+    "unwinding_advice",
     "valid_sequence",
 ]
 
@@ -514,8 +515,7 @@ def no_duplicate_effect(
                     + (
                         _key_advice(done, reasked=_reasked_reply(timeline, key))
                         if flags is not None and flags.idempotent
-                        else "Record the intent durably before an irreversible call and settle "
-                        "it on resume instead of re-running it."
+                        else _unkeyed_advice(_reasked_reply(timeline, key))
                     ),
                     marks,
                 )
@@ -539,6 +539,7 @@ def no_duplicate_effect(
                         if flags is not None and flags.idempotent
                         else "The repeat is not explained by the end of an attempt between the "
                         "effect and a durable record of it."
+                        + _also_asked_again(_reasked_reply(timeline, key))
                     ),
                     marks,
                 )
@@ -652,23 +653,33 @@ def _result_text(content: Any) -> str:
 def _reasked_reply(timeline: Timeline, call: tuple[str, str]) -> str | None:
     """Whether the model was asked again for ``call`` (``(name, canonical input)``), under a
     fresh id: ``"saved"`` when a save had held the reply that asked first (the agent resumed
-    from a checkpoint without it), ``"unsaved"`` when none had, ``"not_in_store"`` when the
+    from a checkpoint without it), ``"other_task"`` when the attempts that asked again
+    loaded only other task ids than the one it was saved under, ``"unsaved"`` when none had, ``"not_in_store"`` when the
     agent saved nothing through the store, ``None`` if never asked again."""
     from reference_agent.scripted import first_issue
 
     if call not in _reasked(timeline):
         return None
-    first = {
-        first_issue(str(tool_use_id))
-        for event in timeline.of("model_response")
-        for tool_use_id, name, tool_input in event.data.get("tool_uses", ())
-        if (name, canonical(tool_input)) == call
-    }
+    first: set[str] = set()
+    reasking: set[int] = set()  # the attempts that asked again
+    for event in timeline.of("model_response"):
+        for tool_use_id, name, tool_input in event.data.get("tool_uses", ()):
+            if (name, canonical(tool_input)) == call:
+                first.add(first_issue(str(tool_use_id)))
+                if first_issue(str(tool_use_id)) != str(tool_use_id):
+                    reasking.add(event.attempt)
     for save in timeline.of("store_save"):
         for message in save.data.get("messages") or ():
             content = message.get("content") if isinstance(message, Mapping) else None
             for block in content if isinstance(content, list) else ():
                 if isinstance(block, Mapping) and block.get("type") == "tool_use" and block.get("id") in first:
+                    # Saved under one task id; did the attempts that asked again look there?
+                    loaded = {
+                        load.data.get("task_id") for load in timeline.of("store_load") if load.attempt in reasking
+                    }
+                    saved_under = save.data.get("task_id")
+                    if loaded and saved_under is not None and saved_under not in loaded:
+                        return "other_task"
                     return "saved"
     # An agent that keeps its state outside the store it was handed: whether the reply
     # was saved cannot be told.
@@ -683,6 +694,14 @@ _WHY_KEYS_DIFFER = {
         "the same again and got the call under a new tool_use id (the API gives every reply "
         "new ids). Resume from the newest checkpoint as it was saved (for one, a listing "
         "sorted as text puts 'task@10' before 'task@9')."
+    ),
+    "other_task": (
+        "the agent saved the reply that asked for the call, but the resume loaded another "
+        "task id than the one it had saved under (the ids in [brackets] in the timeline), "
+        "asked the model the same again and got the call under a new "
+        "tool_use id (the API gives every reply new ids). An id made anew at each start (a "
+        "random or time-based app, session or thread id) does this: derive the id the agent "
+        "saves under from the task_id it is given, so a resume finds its checkpoint."
     ),
     "unsaved": (
         "the agent ran the call of a reply it had not saved, then, resumed, asked the model "
@@ -704,6 +723,55 @@ _WHY_KEYS_DIFFER = {
         "workflow id and step number), never from the attempt (a random or time-based key)."
     ),
 }
+
+
+#: Why the model was asked again for a call the agent then ran again (a tool without a
+#: key), by what :func:`_reasked_reply` says of the call.
+_WHY_ASKED_AGAIN: dict[str, str] = {
+    "saved": (
+        "The model was asked for it again, under a new tool_use id: the agent had saved the "
+        "reply that asked for it, but a resume went on from a checkpoint without it (an "
+        "older one, or the reply dropped on load). Resume from the newest checkpoint as it "
+        "was saved."
+    ),
+    "other_task": (
+        "The model was asked for it again, under a new tool_use id: the agent had saved the "
+        "reply that asked for it under one task id, and the resume loaded another (the "
+        "ids in [brackets] in the timeline). Derive the id the agent saves under from the "
+        "task_id it is given."
+    ),
+    "unsaved": (
+        "The model was asked for it again, under a new tool_use id: the agent ran the call "
+        "of a reply it had not saved. Save the model's reply durably before running its "
+        "tools, and the intent before each irreversible call, so a resume settles the same "
+        "tool_use id instead of running a new one."
+    ),
+    "not_in_store": (
+        "The model was asked for it again, under a new tool_use id: a resume did not find "
+        "the reply that asked first. The agent keeps its state outside the store fuzz "
+        "handed it, so why cannot be told (an id not stable across attempts, or a reply not "
+        "saved before its tools ran); resume from the state that holds the reply."
+    ),
+}
+
+
+def _also_asked_again(reasked: str | None) -> str:
+    return "" if reasked is None else " " + _WHY_ASKED_AGAIN[reasked]
+
+
+def _unkeyed_advice(reasked: str | None) -> str:
+    """What to do about a repeat of a tool without a key (``reasked``: what
+    :func:`_reasked_reply` says of its call)."""
+    record = (
+        "Record the intent durably before an irreversible call and settle it on resume "
+        "instead of re-running it."
+    )
+    if reasked is None:
+        return record
+    why = _WHY_ASKED_AGAIN[reasked]
+    # An agent that lost the reply had no chance to settle the call: how it lost it is the
+    # fix. One that never saved the reply needs the intent too.
+    return f"{record} {why}" if reasked == "unsaved" else why
 
 
 def _key_advice(done: list[Event], *, reasked: str | None = None) -> str:
@@ -826,17 +894,30 @@ def give_up_advice(timeline: Timeline) -> list[Advice]:
     advice: list[Advice] = []
     pending: list[Event] = []
     failed_write = False
+    # Whether a save came between the model's latest reply and an effect: without one,
+    # nothing of the call was durable when it ran, and a resume cannot know it is in doubt
+    # (the violation's own words say what to do; "that is allowed" would contradict them).
+    saved_since_reply = unsaved_effect = False
     for event in timeline:
         if event.kind == "attempt_start":
-            pending, failed_write = [], False
+            pending, failed_write, saved_since_reply, unsaved_effect = [], False, False, False
+        elif event.kind == "model_response":
+            saved_since_reply = False
         elif event.kind == "effect":
             pending.append(event)
             failed_write = False
+            unsaved_effect = unsaved_effect or not saved_since_reply
         elif event.kind == "store_save":
-            pending, failed_write = [], False
+            pending, failed_write, unsaved_effect = [], False, False
+            saved_since_reply = True
         elif event.kind == "store_save_failed" and pending:
             failed_write = True
-        elif event.kind == "attempt_end" and event.data.get("outcome") in ("error", "stopped") and failed_write:
+        elif (
+            event.kind == "attempt_end"
+            and event.data.get("outcome") in ("error", "stopped")
+            and failed_write
+            and not unsaved_effect
+        ):
             names = ", ".join(dict.fromkeys(f"{e.data['tool']}({_short(e.data['input'], 40)})" for e in pending))
             advice.append(
                 Advice(
@@ -849,6 +930,29 @@ def give_up_advice(timeline: Timeline) -> list[Advice]:
             )
             pending, failed_write = [], False
     return advice
+
+
+def unwinding_advice(timeline: Timeline) -> list[Advice]:
+    """For a failure of an agent that saved nothing through the store, after a crash in
+    process: the crash was a ``SystemExit`` raised at its point, and code that ran while it
+    unwound may have written the agent's own state, which a killed process would not have
+    written. Process mode tells the two apart. None when the agent saved through the store
+    (the harness refuses its writes once the attempt has crashed) or nothing crashed."""
+    if timeline.of("store_save") or not timeline.of("crash"):
+        return []
+    return [
+        Advice(
+            "crash_unwinding",
+            "the agent keeps its state outside the store fuzz handed it, and in memory mode a "
+            "crash is a SystemExit raised at its point: code that runs while it unwinds (a "
+            "finally: block, a framework's after-step hook or persister) still runs, and what "
+            "it writes to the agent's own storage a killed process would not have written. A "
+            "Ctrl-C or sys.exit() would write it too, so it may be a hazard of its own, but if "
+            "it is what happened here this verdict is not a crash's: check the scenario in "
+            'process mode (fuzz("module:run", "module:tools", mode="process")), where a crash '
+            "is a SIGKILL.",
+        )
+    ]
 
 
 def resume_drift_advice(timeline: Timeline, baseline: Timeline) -> list[Advice]:

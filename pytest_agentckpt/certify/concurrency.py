@@ -154,7 +154,8 @@ def run_thread_writers(
     for thread in workers:
         thread.join(max(0.0, deadline - time.monotonic()))
     if any(thread.is_alive() for thread in workers):
-        raise TimeoutError(f"writer threads did not finish within {timeout:.0f}s")
+        raise TimeoutError(f"writer threads did not finish within {timeout:.0f}s (half "
+                           "the limit per contract; a slow store needs a higher --timeout)")
     return logs
 
 
@@ -242,5 +243,6 @@ def run_process_writers(
     if failures:
         raise RuntimeError("a writer process failed:\n" + "\n".join(failures))
     if len(logs) < processes:
-        raise TimeoutError(f"writer processes did not finish within {timeout:.0f}s")
+        raise TimeoutError(f"writer processes did not finish within {timeout:.0f}s (half "
+                           "the limit per contract; a slow store needs a higher --timeout)")
     return [logs[i] for i in sorted(logs)]

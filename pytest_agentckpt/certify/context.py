@@ -35,6 +35,7 @@ __all__ = [
     "ContractFailed",
     "NotApplicable",
     "NotCheckable",
+    "Stopped",
 ]
 
 T = TypeVar("T")
@@ -60,6 +61,13 @@ class NotCheckable(Exception):
     def __init__(self, message: str, needs: str = "") -> None:
         super().__init__(message)
         self.needs = needs
+
+
+class Stopped(BaseException):
+    """Raised inside a check when the run was interrupted, so that it writes no more.
+
+    A ``BaseException`` so that Hypothesis does not take it for a failure to shrink.
+    """
 
 
 class NotApplicable(Exception):
@@ -150,6 +158,8 @@ class CertifyContext:
     scratch: bool = False
     #: How the refusal message tells the user to declare the store scratch.
     scratch_hint: str = "--scratch"
+    #: Options the reproduce command repeats (``--quick``, ``--timeout 600``).
+    reproduce_options: str = ""
     run_id: str = field(default_factory=new_run_id)
     figures: dict[str, Any] = field(default_factory=dict)
     #: Set by :meth:`prepare`: stores made with different namespaces do not share data.
@@ -161,6 +171,13 @@ class CertifyContext:
     _counter: itertools.count[int] = field(default_factory=itertools.count)
     _memo: dict[str, Any] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    #: Set when the run is interrupted: long checks stop at their next step.
+    stopping: threading.Event = field(default_factory=threading.Event)
+
+    def check_stop(self) -> None:
+        """Raise :class:`Stopped` if the run was interrupted (called between steps)."""
+        if self.stopping.is_set():
+            raise Stopped
 
     def new_store(self, namespace: str | None = None) -> CheckpointStore:
         """A fresh store instance from the factory, cleaned up and closed when the run ends.
@@ -185,10 +202,15 @@ class CertifyContext:
             if self.scratch:
                 return store  # not known to be empty: never purged whole
             raise FactoryError(
-                f"listing a new store from {self.factory.spec} failed ({type(exc).__name__}: "
-                f"{exc}); certification lists every store before writing to make sure it holds "
-                f"no one else's checkpoints (pass {self.scratch_hint} to skip that on a scratch "
-                "store)"
+                f"the first list_checkpoints() of a store from {self.factory.spec} failed "
+                f"({type(exc).__name__}: {exc}), so nothing was written. Certification lists "
+                "every new store before it writes, to make sure it holds no one else's "
+                "checkpoints, and without a listing it cannot know. Fix what makes the listing "
+                "fail first: is the backend reachable? does the factory point at the store you "
+                "meant? is a stored checkpoint there damaged or from a newer version (then it "
+                "holds data that is not certification's)? Only if everything that store holds "
+                f"is disposable, {self.scratch_hint} runs without this check: certification "
+                "then writes beside whatever the store holds, and still deletes only its own"
             ) from None
         made.purgeable = not held
         foreign = [task_id for task_id in held if not is_certify_task(task_id)]
@@ -264,7 +286,8 @@ class CertifyContext:
 
     def reproduce(self, contract_id: str) -> str:
         """The command line that repeats this check with this run's seed."""
-        return f"agentckpt certify {self.factory.spec} --only {contract_id} --seed {self.seed}"
+        command = f"agentckpt certify {self.factory.spec} --only {contract_id} --seed {self.seed}"
+        return f"{command} {self.reproduce_options}".rstrip()
 
     def memo(self, key: str, compute: Callable[[], T]) -> T:
         """``compute()`` once per run (for experiments two contracts judge)."""

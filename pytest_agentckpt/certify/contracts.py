@@ -38,7 +38,7 @@ from .concurrency import judge_history, run_process_writers, run_thread_writers
 from .context import CertifyContext, ContractFailed, NotApplicable, NotCheckable
 from .crash import KillExperiment, run_kill_experiment
 from .factory import new_namespace
-from .generators import checkpoints, deep_value, every_block_type_messages
+from .generators import LINE_SEPARATORS, checkpoints, deep_value, every_block_type_messages
 from .restart import check_durable_restart
 from .sharing import needs_cross_process
 
@@ -86,7 +86,9 @@ def _hypothesis_settings(ctx: CertifyContext, **extra: Any) -> settings:
         phases=phases,
         deadline=None,
         database=None,
-        print_blob=True,
+        # No "@reproduce_failure(...)" blob: there is no test function to decorate here.
+        # The seed repeats the run (no example database), and the report says how.
+        print_blob=False,
         suppress_health_check=list(HealthCheck),
         **extra,
     )
@@ -159,6 +161,7 @@ def check_round_trip(ctx: CertifyContext) -> str:
     @_hypothesis_settings(ctx)
     @given(st.data())
     def round_trip(data: st.DataObject) -> None:
+        ctx.check_stop()
         task_id = ctx.task_id("rt")
         checkpoint = data.draw(checkpoints(task_id), label="checkpoint")
         saved = store.save(checkpoint)
@@ -181,17 +184,67 @@ def check_round_trip(ctx: CertifyContext) -> str:
             {"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i} ✓ " * 8}
             for i in range(ctx.budget.big_history)
         ],
+        "every line separator": _line_separator_messages(),
     }
     for what, messages in fixed.items():
         task_id = ctx.task_id("rt-fixed")
-        saved = store.save(Checkpoint(task_id=task_id, goal=what, messages=messages))
+        saved = store.save(Checkpoint(task_id=task_id, goal=what, messages=messages,
+                                      metadata={"separators": "".join(LINE_SEPARATORS)}))
         _expect_same(saved, store.load(task_id), what)
 
+    _check_appends(ctx, store)
     _check_lone_surrogates(ctx, store)
     return (
         f"{ctx.budget.examples} generated checkpoints, every block type, deep nesting, "
-        f"{ctx.budget.big_history} messages; lone surrogates refused with ValueError"
+        f"{ctx.budget.big_history} messages, every line separator; saves appending 1 to 5 "
+        "messages at once; lone surrogates refused with ValueError"
     )
+
+
+def _line_separator_messages() -> list[dict[str, Any]]:
+    """A message per line separator ``str.splitlines`` knows, as text and in a text block.
+
+    Always tried, not left to chance: a store that keeps one message per line and splits
+    its file with ``splitlines`` cuts every message holding one of these in two.
+    """
+    messages: list[dict[str, Any]] = []
+    for i, separator in enumerate(LINE_SEPARATORS):
+        messages.append({"role": "user" if i % 2 == 0 else "assistant",
+                         "content": f"line {i} before{separator}after"})
+    messages.append({"role": "user", "content": [
+        {"type": "text", "text": "all: " + "|".join(LINE_SEPARATORS)}]})
+    return messages
+
+
+def _check_appends(ctx: CertifyContext, store: CheckpointStore) -> None:
+    """Saves that add several messages at once keep every one of them, in order.
+
+    An agent step often adds more than one message (a reply and a tool result); a store
+    that appends only the new suffix must append all of it. Each save builds on the
+    previous one from the same instance, so an incremental store takes its append path.
+    """
+    task_id = ctx.task_id("rt-append")
+    separators = LINE_SEPARATORS
+
+    def message(i: int) -> dict[str, Any]:
+        return {"role": "user" if i % 2 == 0 else "assistant",
+                "content": f"message {i}{separators[i % len(separators)]}end"}
+
+    current = store.save(Checkpoint(task_id=task_id, goal="appends", messages=[message(0)]))
+    count = 1
+    for added in (2, 1, 3, 5):
+        attempt = current.model_copy(
+            update={"messages": [*current.messages, *(message(count + i) for i in range(added))]}
+        )
+        count += added
+        what = f"a save appending {added} messages at once (history {count} messages)"
+        current = store.save(attempt)
+        difference = first_difference(_content(attempt), _content(current))
+        if difference:
+            raise ContractFailed(f"{what}: save returned something other than it was given",
+                                 difference)
+        _expect_same(attempt.model_copy(update={"version": current.version}),
+                     store.load(task_id), what)
 
 
 def _check_lone_surrogates(ctx: CertifyContext, store: CheckpointStore) -> None:
@@ -281,16 +334,20 @@ def check_model_based(ctx: CertifyContext) -> str:
             return f"{self.prefix}-{name}"
 
         @rule(name=names, goal=small_text, status=statuses, meta=metadata, grow=st.booleans(),
+              added=st.integers(1, 3),
               stale=st.sampled_from(["current", "current", "zero", "behind", "ahead"]))
         def save(self, name: str, goal: str, status: Any, meta: dict[str, Any], grow: bool,
-                 stale: str) -> None:
+                 added: int, stale: str) -> None:
+            ctx.check_stop()
             task_id = self._task(name)
             known = self.model.get(task_id)
             current = known.version if known else 0
             version = {"current": current, "zero": 0, "behind": max(current - 1, 0),
                        "ahead": current + 1}[stale]
             history = list(known.messages) if known and grow else [{"role": "user", "content": "start"}]
-            history.append({"role": "assistant", "content": f"{goal} #{len(history)}"})
+            # One save may add several messages (a reply and a tool result).
+            for _ in range(added):
+                history.append({"role": "assistant", "content": f"{goal} #{len(history)}"})
             attempt = Checkpoint(task_id=task_id, goal=goal, status=status, metadata=meta,
                                  messages=history, version=version)
             try:
@@ -309,10 +366,17 @@ def check_model_based(ctx: CertifyContext) -> str:
                 )
             if saved.version != current + 1:
                 raise ContractFailed(f"save returned version {saved.version}, not {current + 1}")
-            self.model[task_id] = saved
+            difference = first_difference(_content(attempt), _content(saved))
+            if difference:
+                raise ContractFailed(f"save of {task_id} returned something other than it was "
+                                     "given", difference)
+            # The model holds what was given: a store returning what it stored (less) is caught.
+            self.model[task_id] = attempt.model_copy(update={"version": saved.version,
+                                                             "updated_at": saved.updated_at})
 
         @rule(name=names)
         def load(self, name: str) -> None:
+            ctx.check_stop()
             task_id = self._task(name)
             loaded = store.load(task_id)
             expected = self.model.get(task_id)
@@ -324,6 +388,7 @@ def check_model_based(ctx: CertifyContext) -> str:
 
         @rule(name=names)
         def delete(self, name: str) -> None:
+            ctx.check_stop()
             task_id = self._task(name)
             store.delete(task_id)
             self.model.pop(task_id, None)
@@ -331,6 +396,7 @@ def check_model_based(ctx: CertifyContext) -> str:
         @rule(status=st.one_of(st.none(), statuses),
               meta=st.one_of(st.none(), st.just({}), metadata))
         def list_checkpoints(self, status: Any, meta: dict[str, Any] | None) -> None:
+            ctx.check_stop()
             got = [
                 (s.task_id, s.version, s.status)
                 for s in store.list_checkpoints(status=status, metadata=meta)
@@ -460,13 +526,21 @@ def check_acknowledged_survive_kill(ctx: CertifyContext) -> str:
                 f"task {kill.task_id}, killed {kill.delay * 1000:.0f} ms after its first save",
                 ctx.reproduce("acknowledged_survive_kill"),
             )
+        if kill.recovery:
+            raise ContractFailed(
+                f"after SIGKILL {kill.delay * 1000:.0f} ms into a writer's run: {kill.recovery}",
+                f"task {kill.task_id}; the checkpoint loaded whole (version "
+                f"{kill.loaded_version}) before the new instance saved",
+                ctx.reproduce("acknowledged_survive_kill"),
+            )
     if judged == 0:
         raise NotCheckable(
             f"no checkpoint loaded after any of {len(experiment.rounds)} kills: no evidence "
             "(see atomic_under_kill)",
             needs="kills that leave a checkpoint",
         )
-    return f"{judged} SIGKILLs: every acknowledged save was there afterwards"
+    return (f"{judged} SIGKILLs: every acknowledged save was there afterwards, and a new "
+            "instance's save after each loaded whole")
 
 
 def check_fresh_reads(ctx: CertifyContext) -> str:
@@ -475,15 +549,71 @@ def check_fresh_reads(ctx: CertifyContext) -> str:
     first, second = ctx.new_store(namespace), ctx.new_store(namespace)
     task_id = ctx.task_id("fresh")
     one = first.save(Checkpoint(task_id=task_id, goal="one"))
+    # Listed first by an instance that has never touched the task: a worker started to
+    # pick up orphans knows nothing but what the listing tells it.
+    _expect_listed(ctx.new_store(namespace), task_id, 1, "a new instance listing a task another saved")
     _expect_same(one, second.load(task_id), "a second instance reading a save")
     two = first.save(one.model_copy(update={"goal": "two"}))
     _expect_same(two, second.load(task_id), "a second instance reading a later save (stale read)")
     three = second.save(two.model_copy(update={"goal": "three"}))
     _expect_same(three, first.load(task_id), "the first instance reading the second's save")
+    _expect_listed(first, task_id, 3, "the first instance listing after the second's save")
+    _expect_listed(ctx.new_store(namespace), task_id, 3, "a new instance listing a task two others saved")
     first.delete(task_id)
     if second.load(task_id) is not None:
         raise ContractFailed("after one instance deleted the task, another still loads it")
-    return "saves and deletes by one instance are seen by the next load of another"
+    _expect_listed(second, task_id, None, "after one instance deleted the task, another listing")
+    return ("saves and deletes by one instance are seen by the next load and listing of another, "
+            "and by a new instance's listing")
+
+
+def _expect_listed(store: CheckpointStore, task_id: str, version: int | None, what: str) -> None:
+    """``task_id`` is listed by ``store`` at ``version`` (``None``: not listed)."""
+    found = [s.version for s in store.list_checkpoints() if s.task_id == task_id]
+    want = [] if version is None else [version]
+    if found != want:
+        shown = "does not list it" if not found else f"lists it at version(s) {found}"
+        expected = "not listed" if version is None else f"listed once at version {version}"
+        raise ContractFailed(f"{what}: it {shown}; it should be {expected}")
+
+
+def check_aba_recreated(ctx: CertifyContext) -> str:
+    _needs_shared(ctx)
+    namespace = new_namespace()
+    stale, other = ctx.new_store(namespace), ctx.new_store(namespace)
+    task_id = ctx.task_id("aba")
+
+    def said(who: str, i: int) -> dict[str, Any]:
+        # Same lengths and shapes for both writers: only the text tells them apart.
+        return {"role": "user" if i % 2 == 0 else "assistant", "content": f"{who}{i}"}
+
+    mine = stale.save(Checkpoint(task_id=task_id, goal="A", messages=[said("a", 0)]))
+    mine = stale.save(mine.model_copy(update={"messages": [said("a", 0), said("a", 1)]}))
+    other.delete(task_id)
+    theirs = other.save(Checkpoint(task_id=task_id, goal="B", messages=[said("b", 0)]))
+    theirs = other.save(theirs.model_copy(update={"messages": [said("b", 0), said("b", 1)]}))
+    # The stale instance saves from the version it knows, which is again the stored one.
+    attempt = mine.model_copy(update={"goal": "A again",
+                                      "messages": [said("a", 0), said("a", 1), said("a", 2)]})
+    story = (f"instance A saved [a0, a1] as version {mine.version}; instance B deleted the task "
+             f"and re-created it up to version {theirs.version} as [b0, b1]; A then saved "
+             f"[a0, a1, a2] from version {mine.version}")
+    judge = ctx.new_store(namespace)
+    try:
+        saved = stale.save(attempt)
+    except ConflictError:
+        _expect_same(theirs, judge.load(task_id), f"{story}, which conflicted, yet the store changed")
+        return "a stale instance's save onto a re-created task conflicted and changed nothing"
+    loaded = judge.load(task_id)
+    if loaded is not None and loaded.messages != attempt.messages:
+        shown = [m.get("content") for m in loaded.messages]
+        raise ContractFailed(
+            f"{story}, which succeeded; the stored history is {shown}, a mix of the two: an "
+            "append must also check that the stored history is the one the instance saw "
+            "(a lineage token), not only its version and length",
+        )
+    _expect_same(attempt.model_copy(update={"version": saved.version}), loaded, story)
+    return "a stale instance's save onto a re-created task rewrote the history whole"
 
 
 def check_corruption_reported(ctx: CertifyContext) -> str:
@@ -534,24 +664,50 @@ def check_newer_schema_refused(ctx: CertifyContext) -> str:
         )
     task_id = ctx.task_id("schema")
     store.save(Checkpoint(task_id=task_id, goal="from the future"))
+    newer = SCHEMA_VERSION + 1
     try:
         hooks.bump_schema(task_id)
         try:
             loaded = store.load(task_id)
         except UnsupportedSchemaVersionError:
-            return f"schema_version {SCHEMA_VERSION + 1} raises UnsupportedSchemaVersionError"
+            pass
         except Exception as exc:
             raise ContractFailed(
-                f"loading schema_version {SCHEMA_VERSION + 1} raised {type(exc).__name__}, not "
+                f"loading schema_version {newer} raised {type(exc).__name__}, not "
                 f"UnsupportedSchemaVersionError: {exc}"
             ) from None
+        else:
+            what = "None" if loaded is None else f"a checkpoint (schema_version {loaded.schema_version})"
+            raise ContractFailed(
+                f"loading a checkpoint written with schema_version {newer} returned {what}: "
+                "it must be refused, since this code cannot know what the newer fields mean"
+            )
+        _check_listing_refuses_newer(store, task_id, newer)
     finally:
         with contextlib.suppress(Exception):
             store.delete(task_id)
-    what = "None" if loaded is None else f"a checkpoint (schema_version {loaded.schema_version})"
+    return (f"schema_version {newer} raises UnsupportedSchemaVersionError from load and from "
+            "list_checkpoints")
+
+
+def _check_listing_refuses_newer(store: CheckpointStore, task_id: str, newer: int) -> None:
+    """Listing a head of a newer schema raises too: its status and metadata are unknown."""
+    try:
+        listed = store.list_checkpoints()
+    except UnsupportedSchemaVersionError:
+        return
+    except Exception as exc:
+        raise ContractFailed(
+            f"listing a store holding a checkpoint written with schema_version {newer} raised "
+            f"{type(exc).__name__}, not UnsupportedSchemaVersionError: {exc}"
+        ) from None
+    what = ("listed it as if it could read it" if any(s.task_id == task_id for s in listed)
+            else "left it out without a word")
     raise ContractFailed(
-        f"loading a checkpoint written with schema_version {SCHEMA_VERSION + 1} returned {what}: "
-        "it must be refused, since this code cannot know what the newer fields mean"
+        f"listing a store holding a checkpoint written with schema_version {newer} {what}: "
+        "list_checkpoints must raise UnsupportedSchemaVersionError, as load does (a worker "
+        "picking up orphans would act on a status and metadata this code cannot know the "
+        "meaning of)"
     )
 
 
@@ -829,16 +985,24 @@ CONTRACTS: tuple[Contract, ...] = (
              "mix of the two, never one that fails to load.", check_atomic_under_kill),
     Contract("acknowledged_survive_kill", "Acknowledged saves survive a crash", True,
              "Once save returns, the agent acts on it (it sends the e-mail): a save "
-             "acknowledged and then lost to a crash means the action is repeated.",
+             "acknowledged and then lost to a crash means the action is repeated. The save "
+             "a new instance makes after the crash must load whole too.",
              check_acknowledged_survive_kill),
     Contract("fresh_reads", "No stale reads across instances", True,
              "A worker resuming a task must see the latest save by any other instance, not a "
-             "cached copy.", check_fresh_reads),
+             "cached copy; a new instance's listing shows tasks other instances saved.",
+             check_fresh_reads),
+    Contract("aba_recreated", "No mixed history after delete and re-create", True,
+             "An instance that saved a task, then saves again after another instance deleted "
+             "it and re-created it to the same version and length, must conflict or rewrite "
+             "the history whole, never graft its new messages onto the other history.",
+             check_aba_recreated),
     Contract("corruption_reported", "Corruption reported", True,
              "Damaged data raises CorruptCheckpointError; returning None would restart the "
              "task from zero and repeat its actions.", check_corruption_reported),
     Contract("newer_schema_refused", "Newer schema refused", True,
-             "A checkpoint written by newer code is refused, not half-read.",
+             "A checkpoint written by newer code is refused by load and by listing, not "
+             "half-read.",
              check_newer_schema_refused),
     Contract("no_aliasing", "No aliasing", True,
              "Objects handed to save, returned by save or by load share nothing with stored "

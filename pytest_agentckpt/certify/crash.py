@@ -7,7 +7,10 @@ its own. Two contracts judge the same rounds:
 
 * atomicity: the load does not fail, and what it returns is exactly the checkpoint of
   the generation its head claims (a mix of two saves differs from every generation);
-* acknowledged saves survive: the loaded version is at least the last acknowledged one.
+* acknowledged saves survive: the loaded version is at least the last acknowledged one,
+  and a new instance that resumes the task (loads it and saves two more messages) gets a
+  save that then loads whole: a killed save may leave debris (a torn tail of a log, a
+  half-written file) that the next save must not build on.
 """
 
 from __future__ import annotations
@@ -46,6 +49,8 @@ class KillRound:
     load_error: str | None
     mix: str | None
     finished_before_kill: bool
+    #: What went wrong when a new instance resumed after the kill, or ``None``.
+    recovery: str | None = None
 
 
 @dataclass(frozen=True)
@@ -79,6 +84,49 @@ def _judge_mix(loaded: Checkpoint) -> str | None:
             return f"the head says generation {generation}, but {difference}"
     if loaded.version != generation:
         return f"generation {generation} was saved as version {generation}, loaded as {loaded.version}"
+    return None
+
+
+def _after_kill_message(i: int) -> dict[str, Any]:
+    return {"role": "user" if i % 2 == 0 else "assistant",
+            "content": [{"type": "text", "text": f"resumed after the kill, message {i}"}]}
+
+
+def _resume(ctx: CertifyContext, namespace: str, task_id: str) -> str | None:
+    """A new instance resumes the task as a restarted worker does; what went wrong, if anything.
+
+    It loads the task, appends two messages and saves; yet another new instance must
+    then load exactly that save.
+    """
+    resumer = ctx.new_store(namespace)
+    try:
+        resumed = resumer.load(task_id)
+        if resumed is None:
+            return "a new instance loaded nothing after the kill"
+        messages = [*resumed.messages, _after_kill_message(len(resumed.messages)),
+                    _after_kill_message(len(resumed.messages) + 1)]
+        attempt = resumed.model_copy(update={"goal": "resumed after the kill", "messages": messages})
+        saved = resumer.save(attempt)
+    except Exception as exc:
+        return (f"a new instance resuming after the kill (load, append two messages, save) "
+                f"failed: {type(exc).__name__}: {exc}")
+    what = (f"a new instance resumed after the kill and saved version {saved.version} "
+            f"(appending two messages to version {resumed.version}); that save was acknowledged")
+    try:
+        loaded = ctx.new_store(namespace).load(task_id)
+    except Exception as exc:
+        return (f"{what}, but the checkpoint then fails to load: {type(exc).__name__}: {exc} "
+                "(did the save build on debris the killed save left, such as a torn tail?)")
+    if loaded is None:
+        return f"{what}, but then nothing loads"
+    keep = {"version", "updated_at"}
+    difference = first_difference(attempt.model_dump(mode="json", exclude=keep),
+                                  loaded.model_dump(mode="json", exclude=keep))
+    if difference:
+        return (f"{what}, but what loads differs from it (did the save build on debris the "
+                f"killed save left?): {difference}")
+    if loaded.version != saved.version:
+        return f"{what}, but version {loaded.version} loads"
     return None
 
 
@@ -139,7 +187,9 @@ def run_kill_experiment(ctx: CertifyContext) -> KillExperiment:
             if loaded is not None:
                 loaded_version = loaded.version
                 mix = _judge_mix(loaded)
+        recovery = _resume(ctx, namespace, task_id) if loaded_version is not None else None
         rounds.append(
-            KillRound(task_id, round(delay, 4), last_ack, loaded_version, load_error, mix, finished)
+            KillRound(task_id, round(delay, 4), last_ack, loaded_version, load_error, mix, finished,
+                      recovery)
         )
     return KillExperiment(tuple(rounds))

@@ -23,6 +23,7 @@ from stores import ActionRecord, Checkpoint, RecordedResult
 
 __all__ = [
     "BLOCK_TYPES",
+    "LINE_SEPARATORS",
     "SPECIAL_STRINGS",
     "checkpoints",
     "deep_value",
@@ -32,6 +33,11 @@ __all__ = [
     "history",
     "json_values",
 ]
+
+#: Every code point ``str.splitlines`` breaks a line at: a store that splits stored lines
+#: with it (rather than on ``\n`` alone) cuts a message holding one in two.
+LINE_SEPARATORS = ("\n", "\r", "\r\n", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85",
+                   "\u2028", "\u2029")
 
 #: Strings that break lossy encoders: emoji sequences, combining marks, NUL, line and
 #: paragraph separators, a byte-order mark, the last code point, JSON escapes.
@@ -46,6 +52,7 @@ SPECIAL_STRINGS = (
     "\u0000",
     "nul\u0000inside",
     "\u2028\u2029",
+    "a\x85b\x1cc\x1dd\x1ee\x0bf\x0cg",
     "\ufeff",
     "\U0001d518\U0001d52b\U0001d526",  # mathematical fraktur, outside the BMP
     "مرحبا",

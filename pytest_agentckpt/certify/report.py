@@ -51,6 +51,13 @@ def verdict(report: CertificationReport, *, strict: bool = False) -> str:
     if unchecked:
         return (f"NOT CERTIFIED (exit {code}): {kind} not checkable, so not shown to hold: "
                 + ", ".join(unchecked) + "; each NOT CHECKABLE note above says how to make it checkable")
+    if report.not_run:
+        passed = [r.contract for r in report.results if r.outcome is Outcome.PASSED]
+        return (f"PASSED the {len(passed)} selected contract{'s' if len(passed) != 1 else ''} "
+                f"({', '.join(passed)}); NOT a certification: {len(report.not_run)} required "
+                "contract"
+                f"{'s were' if len(report.not_run) != 1 else ' was'} not run "
+                f"({', '.join(report.not_run)}); run without --only to certify")
     return "CERTIFIED: every required contract passed" + (
         " and every optional one it declares" if strict else "")
 

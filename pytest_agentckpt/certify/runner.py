@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from stores import StoreInfo
+
 from .context import (
     FULL,
     QUICK,
@@ -108,11 +110,22 @@ class CertificationReport:
     figures: dict[str, Any] = field(default_factory=dict)
     started_at: str = ""
     seconds: float = 0.0
+    #: Required contracts the run left out (``only``): a run that left any out passed
+    #: at most what it ran, and is not a certification.
+    not_run: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
-        """True when certified: every required contract that ran was checked and passed."""
+        """Every required contract that ran was checked and passed (exit status 0).
+
+        With ``only``, that is not a certification: see :attr:`certified`.
+        """
         return self.exit_code() == EXIT_CERTIFIED
+
+    @property
+    def certified(self) -> bool:
+        """Every required contract ran, was checked and passed."""
+        return self.passed and not self.not_run
 
     def exit_code(self, *, strict: bool = False) -> int:
         """0 certified, 1 a required contract failed, 3 one was not checkable.
@@ -149,6 +162,8 @@ class CertificationReport:
             "seed": self.seed,
             "quick": self.quick,
             "passed": self.passed,
+            "certified": self.certified,
+            "not_run": list(self.not_run),
             "exit_code": self.exit_code(),
             "started_at": self.started_at,
             "seconds": round(self.seconds, 2),
@@ -161,7 +176,22 @@ class CertificationReport:
 Progress = Callable[[str, str, "ContractResult | None"], None]
 
 
-def _run_bounded(function: Callable[[], Any], timeout: float) -> tuple[bool, Any, BaseException | None]:
+#: After Ctrl-C, how long the run waits for the check under way to stop writing.
+STOP_GRACE = 15.0
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a run; ``still_running`` if the check under way did not stop in time
+    (it may have written after the clean-up)."""
+
+    def __init__(self, run_id: str, still_running: bool) -> None:
+        super().__init__()
+        self.run_id = run_id
+        self.still_running = still_running
+
+
+def _run_bounded(function: Callable[[], Any], timeout: float,
+                 ctx: CertifyContext | None = None) -> tuple[bool, Any, BaseException | None]:
     box: dict[str, Any] = {}
 
     def target() -> None:
@@ -172,7 +202,16 @@ def _run_bounded(function: Callable[[], Any], timeout: float) -> tuple[bool, Any
 
     worker = threading.Thread(target=target, daemon=True, name="agentckpt-certify")
     worker.start()
-    worker.join(timeout)
+    try:
+        worker.join(timeout)
+    except KeyboardInterrupt:
+        if ctx is None:
+            raise
+        # Stop the check at its next step and wait for it, so that the clean-up that
+        # follows sees everything it wrote.
+        ctx.stopping.set()
+        worker.join(STOP_GRACE)
+        raise Interrupted(ctx.run_id, still_running=worker.is_alive()) from None
     if worker.is_alive():
         return False, None, None
     return True, box.get("value"), box.get("error")
@@ -181,7 +220,7 @@ def _run_bounded(function: Callable[[], Any], timeout: float) -> tuple[bool, Any
 def run_contract(ctx: CertifyContext, contract: Contract) -> ContractResult:
     """Run one contract within the budget's time limit."""
     started = time.monotonic()
-    finished, note, error = _run_bounded(lambda: contract.check(ctx), ctx.budget.contract_timeout)
+    finished, note, error = _run_bounded(lambda: contract.check(ctx), ctx.budget.contract_timeout, ctx)
     seconds = time.monotonic() - started
 
     def result(outcome: Outcome, summary: str, details: str = "", reproduce: str = "") -> ContractResult:
@@ -189,8 +228,11 @@ def run_contract(ctx: CertifyContext, contract: Contract) -> ContractResult:
                               details, reproduce, seconds)
 
     if not finished:
-        return result(Outcome.ERROR, f"did not finish within {ctx.budget.contract_timeout:.0f}s "
-                      "(a store call may hang)", reproduce=ctx.reproduce(contract.id))
+        limit = ctx.budget.contract_timeout
+        return result(Outcome.ERROR, f"did not finish within {limit:g}s, the limit per contract: "
+                      "a store call may hang, or the store is slow; a slow store needs a higher "
+                      f"limit (--timeout SECONDS, e.g. --timeout {limit * 4:g})",
+                      reproduce=ctx.reproduce(contract.id))
     if error is None:
         return result(Outcome.PASSED, str(note))
     if isinstance(error, ContractFailed):
@@ -213,10 +255,17 @@ def certify(
     figures: bool = True,
     progress: Progress | None = None,
     scratch: bool = False,
+    timeout: float | None = None,
 ) -> CertificationReport:
     """Run the contracts (all, or ``only`` those named) against stores from ``factory``.
 
-    An empty ``only`` is a ``ValueError`` (it would otherwise run every contract).
+    An empty ``only`` is a ``ValueError`` (it would otherwise run every contract). A run
+    with ``only`` that leaves required contracts out is not a certification: the report
+    lists them in ``not_run`` and ``certified`` is false.
+
+    ``timeout`` is the limit in seconds for each contract, for the figures and for the
+    first call of the factory and the first listing (default: 60 with ``quick``, else
+    180); a slow store needs more.
 
     Every store is made in a namespace of the run's own and the run deletes only what it
     wrote. A store that already holds checkpoints it did not write raises
@@ -239,21 +288,23 @@ def certify(
             )
     # A contract named twice runs once, in the order first named.
     contracts = [contract_by_id(c) for c in dict.fromkeys(only)] if only is not None else list(CONTRACTS)
+    if timeout is not None and not timeout > 0:
+        raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
     seed = random.randrange(2**32) if seed is None else seed
-    ctx = CertifyContext(factory=factory, seed=seed, budget=QUICK if quick else FULL,
-                         scratch=scratch)
+    budget = QUICK if quick else FULL
+    if timeout is not None:
+        budget = replace(budget, contract_timeout=float(timeout))
+    options = [*(["--quick"] if quick else []), *(["--scratch"] if scratch else []),
+               *([f"--timeout {timeout:g}"] if timeout is not None else [])]
+    ctx = CertifyContext(factory=factory, seed=seed, budget=budget, scratch=scratch,
+                         reproduce_options=" ".join(options))
     started = time.monotonic()
     try:
-        probe = ctx.prepare()
-        try:
-            info = probe.info()
-        except Exception as exc:
-            raise FactoryError(
-                f"{factory.spec} made a store whose info() failed: {type(exc).__name__}: {exc}"
-            ) from None
+        info = _prepare(ctx)
         report = CertificationReport(
             factory=factory.spec, backend=info.backend, store_url=info.url, seed=seed, quick=quick,
             started_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            not_run=[c.id for c in CONTRACTS if c.required and c not in contracts],
         )
         for contract in contracts:
             if progress:
@@ -267,7 +318,8 @@ def certify(
         if figures:
             if progress:
                 progress("start", "figures", None)
-            finished, value, error = _run_bounded(lambda: measure_figures(ctx), ctx.budget.contract_timeout)
+            finished, value, error = _run_bounded(lambda: measure_figures(ctx),
+                                                  ctx.budget.contract_timeout, ctx)
             if finished and error is None:
                 report.figures.update(value)
             else:
@@ -278,6 +330,34 @@ def certify(
             if progress:
                 progress("done", "figures", None)
     finally:
-        ctx.close()
+        # Bounded like the rest: a store that hangs must not hang the clean-up for ever.
+        _run_bounded(ctx.close, ctx.budget.contract_timeout)
     report.seconds = time.monotonic() - started
     return report
+
+
+def _prepare(ctx: CertifyContext) -> StoreInfo:
+    """Make a first store, list it and read its info, within the time limit."""
+    spec, limit = ctx.factory.spec, ctx.budget.contract_timeout
+
+    def first() -> StoreInfo:
+        probe = ctx.prepare()
+        try:
+            return probe.info()
+        except Exception as exc:
+            raise FactoryError(
+                f"{spec} made a store whose info() failed: {type(exc).__name__}: {exc}"
+            ) from None
+
+    finished, info, error = _run_bounded(first, limit, ctx)
+    if not finished:
+        raise FactoryError(
+            f"{spec}: calling the factory and listing the store it made did not finish within "
+            f"{limit:g}s, so nothing was certified: the factory or the store's first call hangs "
+            "(is its backend reachable? does the factory wait for something?); if the store is "
+            "only slow, raise the limit with --timeout SECONDS"
+        )
+    if error is not None:
+        raise error
+    assert isinstance(info, StoreInfo)
+    return info

@@ -43,9 +43,14 @@ class Sharing:
 def _probe_child(spec: str, namespace: str, task_id: str, conn: Any) -> None:
     """Child-process entry point: save one checkpoint, then do what the parent says."""
     warnings.simplefilter("ignore")  # the parent reports the store's warnings, once
+    stage = "import"
     try:
-        store = StoreFactory.from_spec(spec).make(namespace)
+        factory = StoreFactory.from_spec(spec)
+        stage = "make"
+        store = factory.make(namespace)
+        stage = "save"
         store.save(Checkpoint(task_id=task_id, goal="saved by a child process"))
+        stage = "later"
         conn.send("saved")
         if conn.poll(60) and conn.recv() == "close":
             store.close()
@@ -58,7 +63,7 @@ def _probe_child(spec: str, namespace: str, task_id: str, conn: Any) -> None:
                 conn.send("deleted")
     except BaseException:
         with contextlib.suppress(Exception):
-            conn.send("error:" + traceback.format_exc())
+            conn.send(f"error:{stage}:" + traceback.format_exc())
 
 
 def _look(ctx: CertifyContext, namespace: str, task_id: str, seconds: float) -> bool:
@@ -77,11 +82,17 @@ def _expect(conn: Any, word: str, timeout: float = 60.0) -> None:
         raise TimeoutError(f"the probe process did not answer {word!r} within {timeout:.0f}s")
     answer = conn.recv()
     if isinstance(answer, str) and answer.startswith("error:"):
-        raise RuntimeError(
-            "a child process could not make a store from the factory and save to it (the "
-            "process contracts import the factory again in child processes, so it must be "
-            "importable by name):\n" + answer[len("error:"):]
-        )
+        stage, _, trace = answer[len("error:"):].partition(":")
+        lines = trace.strip().splitlines()
+        cause = lines[-1] if lines else "(no traceback)"
+        what = {
+            "import": "could not import the factory (the process contracts import it again in "
+                      "child processes, so it must be importable by name, not defined in a "
+                      "__main__ script)",
+            "make": "imported the factory, but calling it to make a store failed",
+            "save": "made a store from the factory, but its first save failed",
+        }.get(stage, "failed while it worked with the store")
+        raise RuntimeError(f"a child process {what}: {cause}\n{trace}")
     if answer != word:
         raise RuntimeError(f"the probe process answered {answer!r}, not {word!r}")
 

@@ -11,6 +11,7 @@ import datetime as _dt
 import fcntl
 import json
 import os
+import secrets
 import sys
 import tempfile
 import threading
@@ -19,6 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, unquote
 
 _EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
 if str(_EXAMPLES) not in sys.path:
@@ -26,9 +28,11 @@ if str(_EXAMPLES) not in sys.path:
 
 from my_store import DirectoryStore  # noqa: E402
 
-from stores import Checkpoint, ConflictError, CorruptCheckpointError  # noqa: E402
+from stores import SCHEMA_VERSION, Checkpoint, ConflictError, CorruptCheckpointError  # noqa: E402
 from stores.checkpoint import utcnow  # noqa: E402
+from stores.codec import decode_checkpoint, decode_summary, dumps, loads  # noqa: E402
 from stores.memory import MemoryStore  # noqa: E402
+from stores.protocol import metadata_matches  # noqa: E402
 from stores.retention import cutoff, is_expired  # noqa: E402
 
 
@@ -375,3 +379,250 @@ def make_lists_expired() -> ListsExpiredStore:
 
 def make_reviving() -> RevivingStore:
     return RevivingStore(ttl=1)
+
+
+# -- an append-only message log ----------------------------------------------------------
+# A second design: the head file (``<task>.json``, so the directory store's listing and
+# hooks still apply) names a JSON-lines message file and the byte length of it that is
+# committed. A save whose stored history is the one this instance last saw appends only
+# the new lines; any other save writes a new message file (a new lineage) whole. The head
+# is replaced atomically after the messages are durable. Each store after the sound one
+# breaks one step of that, the way such stores do.
+
+
+class AppendLogStore(DirectoryStore):
+    """The sound design: appends at the committed length, checks the lineage, splits on ``\\n``."""
+
+    #: The head's round trip after the messages are written (a second request on a
+    #: network store): kills land between the two.
+    COMMIT_DELAY = 0.05
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        # task_id -> (version, message file, encoded lines) this instance knows are stored
+        self._known: dict[str, tuple[int, str, list[bytes]]] = {}
+
+    # -- the steps the buggy variants get wrong -------------------------------------------
+
+    def _append(self, path: Path, committed: int, suffix: bytes) -> None:
+        with open(path, "r+b") as out:
+            out.truncate(committed)  # drop what a killed save left past the committed end
+            out.seek(committed)
+            out.write(suffix)
+            out.flush()
+            os.fsync(out.fileno())
+
+    def _same_lineage(self, known_file: str, stored_file: str) -> bool:
+        return known_file == stored_file
+
+    @staticmethod
+    def _split(body: bytes) -> list[bytes]:
+        return body.split(b"\n")[:-1]
+
+    # -- reading --------------------------------------------------------------------------
+
+    def _record(self, task_id: str) -> tuple[dict[str, Any], list[bytes]] | None:
+        data = self._read(task_id)
+        if data is None:
+            return None
+        record = loads(data, task_id=task_id)
+        if (not isinstance(record, dict) or not isinstance(record.get("head"), dict)
+                or not isinstance(record.get("msg_file"), str)):
+            raise CorruptCheckpointError(task_id, "the file holds no checkpoint head")
+        try:
+            with open(self.root / record["msg_file"], "rb") as source:
+                body = source.read(record["msg_bytes"])
+        except FileNotFoundError:
+            raise CorruptCheckpointError(task_id, "the message file is missing") from None
+        if len(body) != record["msg_bytes"] or (body and not body.endswith(b"\n")):
+            raise CorruptCheckpointError(task_id, "the message file is shorter than committed")
+        lines = self._split(body)
+        if len(lines) != record["msg_count"]:
+            raise CorruptCheckpointError(task_id, "the message count does not match")
+        return record, lines
+
+    @staticmethod
+    def _checkpoint(task_id: str, head: dict[str, Any], lines: list[bytes]) -> Checkpoint:
+        messages = [loads(line, task_id=task_id) for line in lines]
+        return decode_checkpoint(task_id, head, messages)
+
+    def load(self, task_id: str) -> Checkpoint | None:
+        with self._locked(exclusive=False):
+            found = self._record(task_id)
+        if found is None:
+            self._known.pop(task_id, None)
+            return None
+        record, lines = found
+        checkpoint = self._checkpoint(task_id, record["head"], lines)
+        self._known[task_id] = (checkpoint.version, record["msg_file"], lines)
+        return checkpoint
+
+    # -- writing --------------------------------------------------------------------------
+
+    def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        task_id = checkpoint.task_id
+        saved = checkpoint.model_copy(update={"version": checkpoint.version + 1, "updated_at": utcnow()})
+        head = saved.model_dump(mode="json", exclude={"messages"})
+        lines = [dumps(message) for message in checkpoint.messages]  # ValueError: nothing written
+        dumps(head)
+        with self._locked(exclusive=True):
+            found = self._record(task_id)
+            stored = None if found is None else found[0]["head"]["version"]
+            if (stored or 0) != checkpoint.version:
+                raise ConflictError(task_id, checkpoint.version, stored)
+            known = self._known.get(task_id)
+            stale_file = None
+            if (found is not None and known is not None and known[0] == stored
+                    and self._same_lineage(known[1], found[0]["msg_file"])
+                    and len(known[2]) == found[0]["msg_count"]
+                    and lines[: len(known[2])] == known[2]):
+                record = found[0]
+                suffix = b"".join(line + b"\n" for line in lines[record["msg_count"]:])
+                self._append(self.root / record["msg_file"], record["msg_bytes"], suffix)
+                msg_file, msg_bytes = record["msg_file"], record["msg_bytes"] + len(suffix)
+                time.sleep(self.COMMIT_DELAY)
+            else:
+                msg_file = quote(task_id, safe="") + f".{secrets.token_hex(6)}.msgs"
+                body = b"".join(line + b"\n" for line in lines)
+                fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-")
+                with os.fdopen(fd, "wb") as out:
+                    out.write(body)
+                    out.flush()
+                    os.fsync(out.fileno())
+                os.replace(tmp, self.root / msg_file)
+                msg_bytes = len(body)
+                stale_file = None if found is None else found[0]["msg_file"]
+            self._write(task_id, dumps({"head": head, "msg_file": msg_file, "msg_bytes": msg_bytes,
+                                        "msg_count": len(lines)}))
+            if stale_file is not None:
+                (self.root / stale_file).unlink(missing_ok=True)
+            self._known[task_id] = (saved.version, msg_file, lines)
+        return self._checkpoint(task_id, head, lines)
+
+    def delete(self, task_id: str) -> None:
+        with self._locked(exclusive=True):
+            try:
+                found = loads(self._file(task_id).read_bytes(), task_id=task_id)
+            except (FileNotFoundError, CorruptCheckpointError):
+                found = None
+            self._file(task_id).unlink(missing_ok=True)
+            if isinstance(found, dict) and isinstance(found.get("msg_file"), str):
+                (self.root / found["msg_file"]).unlink(missing_ok=True)
+        self._known.pop(task_id, None)
+
+
+class AppendAtEndStore(AppendLogStore):
+    """Appends at the end of the message file, not at the committed length.
+
+    A save killed after writing its lines but before its head leaves a tail past the
+    committed end. Loads ignore it, so the checkpoint still loads whole after the kill;
+    but the next append lands after that tail while the head counts only its own bytes,
+    and the task never loads again.
+    """
+
+    def _append(self, path: Path, committed: int, suffix: bytes) -> None:
+        with open(path, "ab") as out:
+            out.write(suffix)
+            out.flush()
+            os.fsync(out.fileno())
+
+
+class AppendForgetsLineageStore(AppendLogStore):
+    """Appends when the version and the length match what it saw, whoever re-created the task.
+
+    After another instance deletes the task and rebuilds it to the same version and
+    length, a stale instance's save grafts its new messages onto the other history.
+    """
+
+    def _same_lineage(self, known_file: str, stored_file: str) -> bool:
+        return True
+
+
+class AppendKeepsLastStore(AppendLogStore):
+    """An append keeps only the last new message: a save adding two or more loses the others."""
+
+    def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        known = self._known.get(checkpoint.task_id)
+        messages = checkpoint.messages
+        if (known is not None and known[0] == checkpoint.version
+                and len(messages) > len(known[2]) + 1
+                and [dumps(m) for m in messages[: len(known[2])]] == known[2]):
+            kept = [*messages[: len(known[2])], messages[-1]]
+            checkpoint = checkpoint.model_copy(update={"messages": kept})
+        return super().save(checkpoint)
+
+
+class SplitlinesStore(AppendLogStore):
+    """Splits the message file with ``str.splitlines``: U+2028, U+0085, \\x1c... break a line too.
+
+    JSON written with ``ensure_ascii=False`` leaves those characters raw in the line, so
+    a message holding one comes back as two broken lines.
+    """
+
+    @staticmethod
+    def _split(body: bytes) -> list[bytes]:
+        return [line.encode("utf-8") for line in body.decode("utf-8").splitlines()]
+
+
+class ListsOwnTasksStore(DirectoryStore):
+    """Lists only the tasks this instance saved or loaded (an index kept per instance)."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self._seen: set[str] = set()
+
+    def load(self, task_id: str) -> Checkpoint | None:
+        self._seen.add(task_id)
+        return super().load(task_id)
+
+    def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        self._seen.add(checkpoint.task_id)
+        return super().save(checkpoint)
+
+    def list_checkpoints(self, **filters: Any) -> Any:
+        return [s for s in super().list_checkpoints(**filters) if s.task_id in self._seen]
+
+
+class ListingIgnoresSchemaStore(DirectoryStore):
+    """Lists heads without looking at their schema version (load refuses a newer one)."""
+
+    def list_checkpoints(self, **filters: Any) -> Any:
+        status, metadata = filters.get("status"), filters.get("metadata")
+        summaries = []
+        with self._locked(exclusive=False):
+            for path in sorted(self.root.glob("*.json")):
+                head = dict(json.loads(path.read_bytes())["head"])
+                head["schema_version"] = SCHEMA_VERSION
+                summary = decode_summary(unquote(path.stem), head)
+                if (status is None or summary.status == status) and metadata_matches(
+                        summary.metadata, metadata):
+                    summaries.append(summary)
+        return sorted(summaries, key=lambda s: s.task_id)
+
+
+def make_append_log(namespace: str) -> AppendLogStore:
+    return AppendLogStore(_root("append-log", namespace))
+
+
+def make_append_at_end(namespace: str) -> AppendAtEndStore:
+    return AppendAtEndStore(_root("append-at-end", namespace))
+
+
+def make_append_forgets_lineage(namespace: str) -> AppendForgetsLineageStore:
+    return AppendForgetsLineageStore(_root("append-forgets-lineage", namespace))
+
+
+def make_append_keeps_last(namespace: str) -> AppendKeepsLastStore:
+    return AppendKeepsLastStore(_root("append-keeps-last", namespace))
+
+
+def make_splitlines(namespace: str) -> SplitlinesStore:
+    return SplitlinesStore(_root("splitlines", namespace))
+
+
+def make_lists_own_tasks(namespace: str) -> ListsOwnTasksStore:
+    return ListsOwnTasksStore(_root("lists-own-tasks", namespace))
+
+
+def make_listing_ignores_schema(namespace: str) -> ListingIgnoresSchemaStore:
+    return ListingIgnoresSchemaStore(_root("listing-ignores-schema", namespace))

@@ -186,3 +186,112 @@ def test_a_store_warning_is_printed_once_after_the_progress_not_in_its_middle(
     assert len(warned) == 1, err
     assert warned[0] > max(i for i, line in enumerate(err) if "no_aliasing" in line)
     assert err[warned[0]].endswith("is not durable")
+
+
+# -- a run that is not a certification says so ---------------------------------------------
+
+
+def test_only_a_few_contracts_passing_is_not_called_a_certification(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    json_path = tmp_path / "r.json"
+    code = main(["certify", "pytest_agentckpt.certify.builtin:memory", "--quick", "--seed", "3",
+                 "--only", "round_trip", "--no-figures", "--json", str(json_path)])
+    out = capsys.readouterr().out
+    assert code == 0  # what ran passed (see the exit-status table)
+    assert "CERTIFIED" not in out
+    assert "PASSED the 1 selected contract (round_trip); NOT a certification" in out
+    assert "compare_and_set" in out.splitlines()[-1]  # names what was not run
+    report = json.loads(json_path.read_text())
+    assert report["passed"] is True
+    assert report["certified"] is False
+    assert "compare_and_set" in report["not_run"] and "round_trip" not in report["not_run"]
+    assert "NOT a certification" in report["verdict"]
+
+
+# -- time limits -------------------------------------------------------------------------
+
+
+def test_a_contract_over_the_time_limit_says_how_to_raise_it(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLOW_STORE_DELAY", "0.05")
+    code = main(["certify", "tests.certify.awkward_stores:make_slow", "--quick", "--seed", "4",
+                 "--only", "model_based", "--no-figures", "--timeout", "0.5"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "did not finish within 0.5s" in out
+    assert "--timeout SECONDS" in out
+    # The command that repeats it keeps the limit it ran with.
+    assert "--only model_based --seed 4 --quick --timeout 0.5" in out
+
+
+def test_a_slow_correct_store_passes_with_a_higher_limit(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLOW_STORE_DELAY", "0.05")
+    code = main(["certify", "tests.certify.awkward_stores:make_slow", "--quick", "--seed", "4",
+                 "--only", "model_based", "--no-figures", "--timeout", "600"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "model_based  yes  PASS" in out
+
+
+@pytest.mark.parametrize("value", ["0", "-3"])
+def test_a_timeout_that_is_not_positive_is_a_usage_error(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["certify", "pytest_agentckpt.certify.builtin:memory", "--timeout", value])
+    assert code == 2
+    assert "--timeout" in capsys.readouterr().err
+
+
+def test_a_factory_that_hangs_is_stopped_by_the_time_limit(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["certify", "tests.certify.awkward_stores:make_hanging", "--quick",
+                 "--timeout", "1"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "did not finish within 1s" in err
+    assert "is its backend reachable?" in err
+
+
+# -- messages that name the real cause ----------------------------------------------------
+
+
+def test_a_failing_first_listing_says_what_to_fix_before_mentioning_scratch(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["certify", "tests.certify.awkward_stores:make_down", "--quick"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "ConnectionRefusedError" in err
+    assert "Fix what makes the listing fail first" in err
+    assert "skip that" not in err
+    # --scratch only with what it means for the data.
+    assert "Only if everything that store holds is disposable, --scratch" in err
+
+
+def test_a_child_process_whose_save_fails_reports_that_cause() -> None:
+    from pytest_agentckpt.certify import Outcome, certify
+
+    report = certify("tests.certify.awkward_stores:make_down", quick=True, seed=1, scratch=True,
+                     only=["lost_update_processes"], figures=False)
+    result = report.result("lost_update_processes")
+    assert result.outcome is Outcome.ERROR
+    assert "its first save failed: ConnectionRefusedError" in result.summary
+    assert "importable by name" not in result.summary
+
+
+def test_a_hypothesis_failure_gives_the_cli_way_to_reproduce_not_a_decorator(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["certify", "tests.certify.buggy_stores:make_lossy", "--quick", "--seed", "20240601",
+                 "--only", "round_trip", "--no-figures"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "Falsifying example" in out
+    assert "reproduce_failure" not in out
+    assert "reproduce: agentckpt certify tests.certify.buggy_stores:make_lossy --only round_trip " \
+           "--seed 20240601 --quick" in out

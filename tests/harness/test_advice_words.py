@@ -1,0 +1,130 @@
+"""The advice beside a verdict never contradicts it, and names the cause the timeline shows."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import uuid
+from typing import Any
+
+import pytest
+
+import reference_agent
+from pytest_agentckpt import CrashAt, FaultPlan, OracleFailure, Plan, replay
+from pytest_agentckpt.oracles import give_up_advice
+from pytest_agentckpt.timeline import Timeline
+from tests.harness.toolkit import toolbox
+
+
+def _gave_up_on_a_failed_write(*, saved_before_the_effect: bool) -> Timeline:
+    timeline = Timeline()
+    timeline.start_attempt()
+    timeline.add("model_response", index=1, status=200, tool_uses=[("toolu_1", "send", {"to": "bob"})])
+    if saved_before_the_effect:  # the reply, or an intent: the call is durable before it runs
+        timeline.add("store_save", task_id="t", version=1, iteration=1, status="running", messages=[])
+    timeline.add("effect", tool="send", input={"to": "bob"}, key=None)
+    timeline.add("store_save_failed", error="injected store outage on save", reason="outage")
+    timeline.add("attempt_end", outcome="error", error="StoreUnavailableError")
+    return timeline
+
+
+def test_giving_up_on_an_outcome_write_is_called_allowed_when_the_call_was_durable_before_it_ran() -> None:
+    advice = give_up_advice(_gave_up_on_a_failed_write(saved_before_the_effect=True))
+    assert [a.topic for a in advice] == ["store_give_up"]
+    assert "that is allowed" in advice[0].message
+
+
+def test_it_is_not_called_allowed_when_nothing_of_the_call_was_saved_before_it_ran() -> None:
+    # An agent that saves only after its tools ran: the failed write was the first, and a
+    # resume cannot know the effect is in doubt. The verdict says what to do.
+    assert give_up_advice(_gave_up_on_a_failed_write(saved_before_the_effect=False)) == []
+
+
+def _under_a_new_task_id_each_start(task_id: str, goal: str, **kwargs: Any) -> str:
+    # The planted bug: the id the agent saves under is made anew at each start.
+    return reference_agent.run(f"{task_id}-{uuid.uuid4().hex[:8]}", goal, retry_backoff=0.0, **kwargs)
+
+
+def _plan(name: str, tool_input: dict[str, str]) -> Plan:
+    return Plan.from_dict({"steps": [{"calls": [{"name": name, "input": tool_input}], "text": None}], "final_answer": "done"})
+
+
+@pytest.mark.parametrize(
+    ("name", "tool_input"), [("write_record", {"key": "a"}), ("send_email", {"to": "ann"})], ids=["keyed", "unkeyed"]
+)
+def test_a_resume_that_loads_another_task_id_is_told_so(name: str, tool_input: dict[str, str]) -> None:
+    # The reply and the intent were saved, under the first attempt's id; the resume loaded
+    # its own id, found nothing, and the model asked again under a new tool_use id.
+    with pytest.raises(OracleFailure) as caught:
+        replay(
+            _under_a_new_task_id_each_start, toolbox(), _plan(name, tool_input),
+            # After the call's outcome was saved: its repeat is no crash's doing.
+                FaultPlan(crashes=(CrashAt("before_model_call", 2),)),
+        )
+    message = str(caught.value)
+    assert "no_duplicate_effect" in message.splitlines()[0]
+    assert "loaded another" in message, message
+    assert "task_id it is given" in message
+    # Not the advice for an agent that never saved the reply, nor the listing example.
+    assert "had not saved" not in message
+    assert "task@10" not in message
+    assert "Record the intent durably" not in message
+
+
+# An agent that keeps its state in its own storage (here a dict that outlives attempts)
+# and persists each step in a `finally:`, as some frameworks' after-step hooks do: on an
+# exception it records the step as done. A killed process writes nothing; a crash raised
+# in process unwinds through the `finally:`.
+_OWN_STORAGE: dict[str, dict[str, Any]] = {}
+
+
+def _persisting_in_finally(task_id: str, goal: str, *, client: Any, store: Any, tools: Any, sound: bool = False) -> str:
+    state = _OWN_STORAGE.setdefault(task_id, {"messages": [{"role": "user", "content": goal}], "next": "model"})
+    while state["next"] != "done":
+        step, new = state["next"], copy.deepcopy(state)
+        succeeded = False
+        try:
+            if step == "model":
+                reply = client.messages.create(
+                    model="claude-sonnet-4-5", max_tokens=1024, messages=new["messages"], tools=tools.definitions()
+                )
+                content = [b.model_dump(mode="json", exclude_unset=True) for b in reply.content]
+                new["messages"].append({"role": "assistant", "content": content})
+                uses = [b for b in content if b["type"] == "tool_use"]
+                new["next"] = "tools" if uses else "done"
+                new["answer"] = "".join(b.get("text", "") for b in content if b["type"] == "text")
+            else:
+                results = []
+                for use in [b for b in new["messages"][-1]["content"] if b["type"] == "tool_use"]:
+                    result = tools.call(use["name"], use["input"], idempotency_key=f"{task_id}:{use['id']}")
+                    results.append({"type": "tool_result", "tool_use_id": use["id"], "content": result.content})
+                new["messages"].append({"role": "user", "content": results})
+                new["next"] = "model"
+            succeeded = True
+        finally:
+            if succeeded:
+                state = _OWN_STORAGE[task_id] = new
+            elif not sound:
+                # The planted hazard: the step is recorded as done although it raised.
+                state["next"] = {"model": "tools", "tools": "model"}[step]
+    return str(state["answer"])
+
+
+def test_an_agent_that_writes_its_own_state_while_a_crash_unwinds_is_pointed_to_process_mode() -> None:
+    scenario = (_plan("write_record", {"key": "a"}), FaultPlan(crashes=(CrashAt("after_tool_effect", 1),)))
+    replay(functools.partial(_persisting_in_finally, sound=True), toolbox(), *scenario)
+    with pytest.raises(OracleFailure) as caught:
+        replay(_persisting_in_finally, toolbox(), *scenario)
+    message = str(caught.value)
+    assert "valid_sequence" in message.splitlines()[0], message
+    advice = [line for line in message.splitlines() if line.startswith("advice:")]
+    assert advice and "SystemExit" in advice[0] and 'mode="process"' in advice[0], message
+
+
+def test_an_agent_that_saves_through_the_store_is_not_told_so() -> None:
+    with pytest.raises(OracleFailure) as caught:
+        replay(
+            _under_a_new_task_id_each_start, toolbox(), _plan("write_record", {"key": "a"}),
+            FaultPlan(crashes=(CrashAt("before_model_call", 2),)), ignore_oracles=["completed_idempotent"],
+        )
+    assert "SystemExit" not in str(caught.value)
