@@ -343,10 +343,20 @@ def _report(verdict: _Verdict, reproduce: str, *, lead: str | None = None, limit
 def _unreproducible(failed: _Verdict, other: _Verdict, reproduce: str, *, found_after: int | None) -> NondeterministicFailure:
     """The failure for a scenario whose verdict changed when it ran again."""
     lead = failed.oracles[0]
-    again = ", ".join(other.oracles) if other.oracles else "passed"
+    if other.oracles:
+        # Both failed, but not alike (another set of oracles, or the same oracle on other
+        # effects): say what each run failed, not "failed ... and failed".
+        said = (
+            f"{', '.join(failed.oracles)} failed in some runs of this scenario and not in others "
+            "(the run shown second failed it again)"
+            if set(other.oracles) == set(failed.oracles)
+            else f"one run of this scenario failed {', '.join(failed.oracles)}, and the same "
+            f"scenario run again failed {', '.join(other.oracles)}"
+        )
+    else:
+        said = f"{lead} failed in one run of this scenario and the same scenario run again passed"
     report = (
-        f"agentckpt: nondeterministic verdict: {lead} failed in one run of this scenario and the "
-        f"same scenario run again {'failed ' + again if other.oracles else 'passed'}.\n"
+        f"agentckpt: nondeterministic verdict: {said}.\n"
         "  The agent is nondeterministic (threads or asyncio tasks race), so the same plan and "
         "fault plan do not always lead to the same timeline. The failing run may still show a "
         "real bug that only some interleavings reach: read its timeline below.\n"

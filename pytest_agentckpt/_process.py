@@ -306,6 +306,46 @@ def _read_child(path: Path, record: _ChildRecord, attempt: int) -> None:
             record.events.append(Event(0, attempt, line["kind"], line["data"], line["t"]))
 
 
+def _effects_the_child_did_not_report(world: Path, new: list[Event], timeline: Timeline, seen: list[int]) -> None:
+    """Effects the World recorded in this attempt that no event of the child reports.
+
+    The World commits an effect before the child writes its event: a SIGKILL between the
+    two (another of the child's threads met its crash point) leaves the effect done and
+    unreported, and a keyed repeat on resume is then dropped by the World, unreported too:
+    the oracles would count an effect lost that happened. The World is the record; what
+    it holds beyond the child's events is added at the attempt's end, marked.
+    """
+    from reference_agent.world import World
+
+    from .oracles import canonical
+
+    if not world.exists():
+        return
+    recorded = World(world)
+    try:
+        effects = [e for e in recorded.effects() if e.seq > seen[0]]
+    finally:
+        recorded.close()
+    if not effects:
+        return
+    seen[0] = effects[-1].seq
+    reported = Counter(
+        (e.data.get("tool"), canonical(e.data.get("input") or {}), e.data.get("key")) for e in new if e.kind == "effect"
+    )
+    for effect in effects:
+        key = (effect.tool, canonical(effect.input), effect.idempotency_key)
+        if reported[key] > 0:
+            reported[key] -= 1
+            continue
+        timeline.add(
+            "effect",
+            tool=effect.tool,
+            input=dict(effect.input),
+            key=effect.idempotency_key,
+            unreported="recorded by the World; the killed process had not reported it yet",
+        )
+
+
 class ProcessExecutor:
     """Runs an importable agent in child processes; the same interface as the in-process one."""
 
@@ -429,6 +469,7 @@ class ProcessExecutor:
         api.add_delivery_hook(injector.model_delivered)
         injector.api_sink = lambda kind: api.fail_next(kind)  # type: ignore[arg-type]
         child = _ChildRecord()
+        seen = [0]  # the World's effects already in the timeline (by seq)
         outcome = _Outcome(timeline, completed=False, answer=None, error=None)
         limit = self.max_resumes if self.max_resumes is not None else faults.size + 3
         quiet_errors = 0
@@ -469,6 +510,7 @@ class ProcessExecutor:
                     new, child.events = injector.receipts(child.events), []
                     self._locate_history(new)
                     timeline.merge(new)
+                    _effects_the_child_did_not_report(world, new, timeline, seen)
                     code = process.exitcode
                     if runaway:
                         return "runaway", runaway[0]

@@ -1008,6 +1008,51 @@ def resume_drift_advice(timeline: Timeline, baseline: Timeline) -> list[Advice]:
                 "that the task resumed), ignore this.",
             )
         ]
+    return _goal_again(first_requests, clean)
+
+
+def _user_texts(event: Event) -> list[str]:
+    """The text of each user turn's text content in a request, in order."""
+    texts: list[str] = []
+    for message in event.data.get("messages") or ():
+        if not isinstance(message, Mapping) or message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            texts.append(content.strip())
+        elif isinstance(content, list):
+            texts += [
+                str(b.get("text", "")).strip()
+                for b in content
+                if isinstance(b, Mapping) and b.get("type") == "text"
+            ]
+    return texts
+
+
+def _goal_again(first_requests: Mapping[int, Event], clean: Sequence[Event]) -> list[Advice]:
+    """A resumed attempt whose first request sends the task's opening user text more
+    often than any request of the crash-free run did: the resume appended the goal to the
+    restored history. The scripted model goes on from the history either way; a real one
+    may start the task over. Advice: an agent may repeat it on purpose."""
+    opening = next((texts[0] for texts in map(_user_texts, clean[:1]) if texts), "")
+    if not opening:
+        return []
+    most = max(_user_texts(e).count(opening) for e in clean)
+    for attempt, event in sorted(first_requests.items()):
+        sent = _user_texts(event).count(opening)
+        if attempt > 1 and sent > most:
+            return [
+                Advice(
+                    "resume_drift",
+                    f"model request #{event.data.get('index')}, the first of resumed attempt "
+                    f"{attempt}, sends the task's opening message ({_short(opening, 60)}) "
+                    f"{sent} times; no request of the crash-free run sent it more than {most}: "
+                    "the resume appended the goal to the restored history. The scripted model "
+                    "goes on from the history; a real model, asked for the task again, may "
+                    "start it over. Resume with the restored history alone (a framework's "
+                    "run with no new input), or ignore this if the repeat is on purpose.",
+                )
+            ]
     return []
 
 

@@ -158,7 +158,8 @@ class Timeline:
         if kind == "tool_error":
             return f"tool {d['tool']} answered an error: {_short(d.get('content', ''), 60)}"
         if kind == "effect":
-            return f"effect {d['tool']}({_short(d['input'], 60)}) key={d.get('key')}"
+            note = f" ({d['unreported']})" if d.get("unreported") else ""
+            return f"effect {d['tool']}({_short(d['input'], 60)}) key={d.get('key')}{note}"
         if kind == "store_load":
             if not d.get("found"):
                 return "checkpoint load: none"

@@ -5,12 +5,13 @@ from __future__ import annotations
 import copy
 import functools
 import uuid
+import warnings
 from typing import Any
 
 import pytest
 
 import reference_agent
-from pytest_agentckpt import CrashAt, FaultPlan, OracleFailure, Plan, replay
+from pytest_agentckpt import CrashAt, FaultPlan, OracleFailure, Plan, ResumeDriftWarning, fuzz, replay
 from pytest_agentckpt.oracles import give_up_advice
 from pytest_agentckpt.timeline import Timeline
 from tests.harness.toolkit import toolbox
@@ -78,8 +79,13 @@ def test_a_resume_that_loads_another_task_id_is_told_so(name: str, tool_input: d
 _OWN_STORAGE: dict[str, dict[str, Any]] = {}
 
 
-def _persisting_in_finally(task_id: str, goal: str, *, client: Any, store: Any, tools: Any, sound: bool = False) -> str:
+def _persisting_in_finally(
+    task_id: str, goal: str, *, client: Any, store: Any, tools: Any, sound: bool = False, goal_again: bool = False
+) -> str:
     state = _OWN_STORAGE.setdefault(task_id, {"messages": [{"role": "user", "content": goal}], "next": "model"})
+    if goal_again and state["next"] == "model" and len(state["messages"]) > 1:
+        # A resume that hands the framework the goal again, after the restored history.
+        state["messages"].append({"role": "user", "content": goal})
     while state["next"] != "done":
         step, new = state["next"], copy.deepcopy(state)
         succeeded = False
@@ -128,3 +134,22 @@ def test_an_agent_that_saves_through_the_store_is_not_told_so() -> None:
             FaultPlan(crashes=(CrashAt("before_model_call", 2),)), ignore_oracles=["completed_idempotent"],
         )
     assert "SystemExit" not in str(caught.value)
+
+
+def test_a_resume_that_sends_the_goal_again_is_warned_of() -> None:
+    scenario = (_plan("write_record", {"key": "a"}), FaultPlan(crashes=(CrashAt("before_model_call", 2),)))
+    with pytest.warns(ResumeDriftWarning, match="sends the task's opening message") as caught:
+        fuzz(
+            functools.partial(_persisting_in_finally, sound=True, goal_again=True), toolbox(),
+            plans=[scenario[0]], max_examples=10, seed=1, systematic=True,
+        )
+    drift = next(str(w.message) for w in caught if issubclass(w.category, ResumeDriftWarning))
+    assert "2 times" in drift and "no request of the crash-free run sent it more than 1" in drift, drift
+    # The same agent resuming with its history alone is not warned of.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        warnings.simplefilter("error", ResumeDriftWarning)
+        fuzz(
+            functools.partial(_persisting_in_finally, sound=True), toolbox(),
+            plans=[scenario[0]], max_examples=10, seed=1, systematic=True,
+        )

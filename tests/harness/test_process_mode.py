@@ -382,3 +382,35 @@ def test_process_modes_random_search_brings_counts_from_the_end_into_a_short_run
             seed=seed, database=InMemoryExampleDatabase(), unsafe_tools="ignore",
         )
     assert caught.value.oracle == "no_duplicate_effect"
+
+
+def test_an_effect_the_killed_child_did_not_report_is_taken_from_the_world(tmp_path: Path) -> None:
+    # The World commits an effect before the child writes its event: a SIGKILL from another
+    # of the child's threads in between leaves it unreported. Counted as never done, its
+    # keyed repeat (dropped by the World, unreported too) made a sound agent fail with
+    # "an action was lost" (no_duplicate_effect).
+    from pytest_agentckpt._process import _effects_the_child_did_not_report
+    from pytest_agentckpt.oracles import effects_in_doubt
+    from pytest_agentckpt.timeline import Timeline
+    from reference_agent.world import World
+
+    path = tmp_path / "world.db"
+    world = World(path)
+    for to in ("ann", "bob"):
+        world.perform("send_email", {"to": to}, idempotency_key=f"k-{to}", honour_key=True, effect=lambda: "sent")
+    world.close()
+    timeline = Timeline()
+    timeline.start_attempt()
+    reported = timeline.add("effect", tool="send_email", input={"to": "ann"}, key="k-ann")
+    timeline.add("crash", point="after_tool_effect", occurrence=2)
+    seen = [0]
+    _effects_the_child_did_not_report(path, [reported], timeline, seen)
+    effects = timeline.of("effect")
+    assert [(e.data["input"], e.data["key"]) for e in effects] == [({"to": "ann"}, "k-ann"), ({"to": "bob"}, "k-bob")]
+    assert "the killed process had not reported it" in timeline.describe(effects[1])
+    timeline.add("attempt_end", outcome="crash", detail="SIGKILL")
+    # It happened before the kill and nothing recorded its outcome: it is in doubt.
+    assert effects[1].seq in effects_in_doubt(timeline)
+    # The next attempt adds only what is new.
+    _effects_the_child_did_not_report(path, [], timeline, seen)
+    assert len(timeline.of("effect")) == 2

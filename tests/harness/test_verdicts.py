@@ -328,3 +328,30 @@ def test_an_also_failed_section_is_named_for_the_oracle_it_was_shrunk_for() -> N
     assert "=== also failed: no_duplicate_effect (its own smallest example) ===" in str(failure)
     assert "=== also failed: valid_sequence" not in str(failure)
     assert [e.oracle for e in failure.examples] == ["valid_sequence", "no_duplicate_effect"]
+
+
+@pytest.mark.parametrize(
+    ("again", "said"),
+    [
+        ((), "no_duplicate_effect failed in one run of this scenario and the same scenario run again passed"),
+        (("no_duplicate_effect",), "no_duplicate_effect failed in some runs of this scenario and not in others"),
+        (("same_answer",), "one run of this scenario failed no_duplicate_effect, and the same scenario run again failed same_answer"),
+    ],
+)
+def test_a_nondeterministic_verdict_says_what_each_run_failed_without_contradicting_itself(
+    again: tuple[str, ...], said: str
+) -> None:
+    from types import SimpleNamespace
+
+    from pytest_agentckpt._judge import _unreproducible
+    from pytest_agentckpt.oracles import Violation
+
+    def verdict(oracles: tuple[str, ...]) -> Any:
+        return SimpleNamespace(
+            oracles=list(oracles), violations=[Violation(o, f"{o} broke") for o in oracles],
+            section=lambda reproduce, limit=None: "a section", outcome=SimpleNamespace(timeline=Timeline()),
+            faults=FaultPlan(), plan=None, not_checkable={}, advice=[],
+        )
+
+    report = str(_unreproducible(verdict(("no_duplicate_effect",)), verdict(again), "seed=1", found_after=None))
+    assert report.startswith(f"agentckpt: nondeterministic verdict: {said}"), report
