@@ -602,7 +602,7 @@ class ProcessExecutor:
             raw = sent[0].get(_RAW_CHECKPOINT)
             if raw is not None:
                 event.data["messages"] = self._locator._history(Checkpoint.model_validate(raw))
-                event.data["located"] = self._locator.history_error or True
+                event.data["located"] = self._locator.last_history_error or True
 
     def _still_running(self, task_id: str) -> bool:
         try:

@@ -968,6 +968,7 @@ class FaultyStore:
         #: first error it raised, for the report of a history it never found.
         self.located = history is not None
         self.history_error: str | None = None
+        self.last_history_error: str | None = None
         # The JSON of the history the last save recorded, and its copy.
         self._last_history: tuple[bytes, list[Any]] = (b"[]", [])
 
@@ -1014,18 +1015,21 @@ class FaultyStore:
             iteration=saved.iteration,
             status=saved.status,
             messages=self._history(saved),
-            **({"located": self.history_error or True} if self.located else {}),
+            # This save's own error (a string) when history= raised on it.
+            **({"located": self.last_history_error or True} if self.located else {}),
         )
         injector.hit("after_checkpoint_write")
         return saved
 
     def _history(self, saved: Checkpoint) -> list[Any] | None:
+        self.last_history_error = None
         try:
             found = self.history(saved)
         except Exception as exc:
             # A locator that cannot read this checkpoint has not found the history here.
+            self.last_history_error = f"{type(exc).__name__}: {exc}"
             if self.history_error is None:
-                self.history_error = f"{type(exc).__name__}: {exc}"
+                self.history_error = self.last_history_error
             return None
         if found is None:
             return None

@@ -417,7 +417,16 @@ def valid_sequence(
     else:
         rule = _rule_broken(str(error), event.data.get("messages"))
         loaded = any(e.kind == "store_load" and e.attempt == event.attempt and e.seq < event.seq for e in timeline.events)
-        if _crashed_before(timeline, event) and event.attempt > 1 and not loaded:
+        foreign = _never_issued(timeline, event) if event.attempt > 1 else []
+        if _crashed_before(timeline, event) and foreign:
+            hint = (
+                f"The history sent after a crash holds tool_use ids the model never issued "
+                f"({', '.join(foreign[:3])}): the agent rewrote the ids when it saved or restored "
+                "the history, so the tool_result blocks no longer answer the calls. Keep each "
+                "tool_use and tool_result id exactly as the API gave it (and derive keys from "
+                "those ids)."
+            )
+        elif _crashed_before(timeline, event) and event.attempt > 1 and not loaded:
             hint = (
                 f"The history sent after a crash was not valid: {rule}. The agent loaded no "
                 "checkpoint through the store in that attempt: the history came from its own "
@@ -442,6 +451,27 @@ def valid_sequence(
     marks.update(_loaded_marks(timeline, event))
     marks[event.seq] = f"INVALID: {error}"
     return [Violation("valid_sequence", message, marks)]
+
+
+def _never_issued(timeline: Timeline, request: Event) -> list[str]:
+    """The ``tool_use`` ids of the request's assistant turns that no model reply issued
+    (ids an agent made up, or rewrote, when it saved or loaded its history)."""
+    issued = {
+        str(tool_use_id)
+        for e in timeline.of("model_response")
+        for tool_use_id, _name, _input in e.data.get("tool_uses", ())
+    }
+    if not issued:
+        return []
+    foreign: list[str] = []
+    for message in request.data.get("messages") or ():
+        if not isinstance(message, Mapping) or message.get("role") != "assistant":
+            continue
+        content = message.get("content")
+        for block in content if isinstance(content, list) else ():
+            if isinstance(block, Mapping) and block.get("type") == "tool_use" and str(block.get("id")) not in issued:
+                foreign.append(str(block.get("id")))
+    return foreign
 
 
 def _loaded_marks(timeline: Timeline, request: Event) -> dict[int, str]:
@@ -811,6 +841,16 @@ def _lost(
         else "an action was lost"
     )
     answered = _plain_answer_of_unrun_call(timeline, tool, raw_input, asks)
+    cut = next((e for e in faults if e.kind == "api_fault" and e.data.get("fault") == "max_tokens"), None)
+    if cut is not None and not answered:
+        # A reply cut by the token limit: its last call may be partial, and an agent (or its
+        # framework) that drops that call and runs the rest never asks for it again.
+        answered = (
+            f"A reply was cut by max_tokens (request #{cut.data.get('index')}): an agent that "
+            "drops a cut reply's calls, or only its last, and goes on as if the turn were whole "
+            "loses them. Run none of a cut reply's calls; ask again (say the reply was cut off), "
+            "so the model repeats the call in full."
+        )
     return Violation(
         "no_duplicate_effect",
         f"the run completed but effect {tool}({_short(json.loads(raw_input))}) "
@@ -1118,14 +1158,22 @@ def history_not_found(timeline: Timeline) -> str | None:
     if any(e.data.get("messages") for e in saves):
         return None
     only_completion = all(e.data.get("status") == "completed" for e in saves)
-    located = saves[-1].data.get("located")
-    if located is not None:
-        raised = f"; on one it raised {located}" if isinstance(located, str) else ""
+    if any("located" in e.data for e in saves):
+        errors = [e.data["located"] for e in saves if isinstance(e.data.get("located"), str)]
+        if len(errors) == len(saves):
+            said = f"it raised on every one; the first time {errors[0]}"
+        elif errors:
+            said = (
+                f"it returned None or an empty list on {len(saves) - len(errors)} and raised on "
+                f"{len(errors)}; the first time {errors[0]}"
+            )
+        else:
+            said = "it returned None or an empty list"
         return (
             f"the history= function given to fuzz found no messages in any of the "
-            f"{len(saves)} checkpoint(s) the agent wrote (it returned None or an empty list"
-            f"{raised}), though the agent asked the model with a history: check it against a "
-            "checkpoint the agent saves (replay a scenario and print store.load(task_id))"
+            f"{len(saves)} checkpoint(s) the agent wrote ({said}), though the agent asked the "
+            "model with a history: check it against a checkpoint the agent saves (replay a "
+            "scenario and print store.load(task_id))"
         )
     return (
         f"the agent wrote {len(saves)} checkpoint(s) but none held the message history where "
@@ -1270,6 +1318,27 @@ def turns_lost(timeline: Timeline) -> int:
 
 
 # -- 4 ---------------------------------------------------------------------------------
+def _went_back_within(timeline: Timeline, event: Event, task: Any, iteration: int) -> str:
+    """Why a count went back between two saves of one attempt: one that loaded a higher
+    count and then saved its own, counted from zero, restarted it."""
+    loaded = next(
+        (
+            e.data.get("iteration")
+            for e in timeline.of("store_load")
+            if e.attempt == event.attempt and e.data.get("found") and e.data.get("task_id") == task and e.seq < event.seq
+        ),
+        None,
+    )
+    if isinstance(loaded, int) and iteration < loaded:
+        return (
+            f"attempt {event.attempt} loaded iteration {loaded} and then saved {iteration}: its "
+            "count started over instead of going on from the loaded one (a counter of its own, "
+            "or a framework's step count, reset at each run), so the budget does not span "
+            "restarts"
+        )
+    return "the count went back within one attempt"
+
+
 def iteration_monotone(timeline: Timeline, *, budget: int | None = None) -> list[Violation]:
     """The stored iteration never goes backwards, and the budget spans restarts.
 
@@ -1295,7 +1364,7 @@ def iteration_monotone(timeline: Timeline, *, budget: int | None = None) -> list
                     + (
                         "a restart reset the count, so the budget does not span restarts"
                         if event.attempt > best.attempt
-                        else "the count went back within one attempt"
+                        else _went_back_within(timeline, event, task, iteration)
                     ),
                     {best.seq: f"iteration {best.data['iteration']}", event.seq: f"iteration {iteration} (BACKWARDS)"},
                 )

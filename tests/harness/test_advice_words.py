@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import reference_agent
-from pytest_agentckpt import CrashAt, FaultPlan, OracleFailure, Plan, ResumeDriftWarning, fuzz, replay
+from pytest_agentckpt import ApiFault, CrashAt, FaultPlan, OracleFailure, Plan, ResumeDriftWarning, fuzz, replay
 from pytest_agentckpt.oracles import give_up_advice
 from pytest_agentckpt.timeline import Timeline
 from tests.harness.toolkit import toolbox
@@ -80,9 +80,24 @@ _OWN_STORAGE: dict[str, dict[str, Any]] = {}
 
 
 def _persisting_in_finally(
-    task_id: str, goal: str, *, client: Any, store: Any, tools: Any, sound: bool = False, goal_again: bool = False
+    task_id: str,
+    goal: str,
+    *,
+    client: Any,
+    store: Any,
+    tools: Any,
+    sound: bool = False,
+    goal_again: bool = False,
+    renumber: bool = False,
+    drop_cut: bool = False,
 ) -> str:
     state = _OWN_STORAGE.setdefault(task_id, {"messages": [{"role": "user", "content": goal}], "next": "model"})
+    if renumber:
+        # A lossy load (to a framework's own message type and back): tool_use ids renumbered,
+        # the tool_result ids kept.
+        uses = [b for m in state["messages"] if isinstance(m["content"], list) for b in m["content"] if b["type"] == "tool_use"]
+        for n, block in enumerate(uses, 1):
+            block["id"] = f"toolu_restored_{n}"
     if goal_again and state["next"] == "model" and len(state["messages"]) > 1:
         # A resume that hands the framework the goal again, after the restored history.
         state["messages"].append({"role": "user", "content": goal})
@@ -95,6 +110,9 @@ def _persisting_in_finally(
                     model="claude-sonnet-4-5", max_tokens=1024, messages=new["messages"], tools=tools.definitions()
                 )
                 content = [b.model_dump(mode="json", exclude_unset=True) for b in reply.content]
+                if drop_cut and reply.stop_reason == "max_tokens":
+                    # A framework that drops a cut reply's calls and goes on with the rest.
+                    content = [b for b in content if b["type"] != "tool_use"] or [{"type": "text", "text": "?"}]
                 new["messages"].append({"role": "assistant", "content": content})
                 uses = [b for b in content if b["type"] == "tool_use"]
                 new["next"] = "tools" if uses else "done"
@@ -153,3 +171,26 @@ def test_a_resume_that_sends_the_goal_again_is_warned_of() -> None:
             functools.partial(_persisting_in_finally, sound=True), toolbox(),
             plans=[scenario[0]], max_examples=10, seed=1, systematic=True,
         )
+
+
+def test_a_history_whose_ids_were_rewritten_on_load_is_told_so() -> None:
+    with pytest.raises(OracleFailure) as caught:
+        replay(
+            functools.partial(_persisting_in_finally, sound=True, renumber=True), toolbox(),
+            _plan("search", {"query": "crash"}), FaultPlan(crashes=(CrashAt("before_model_call", 2),)),
+        )
+    message = str(caught.value)
+    assert "valid_sequence" in message.splitlines()[0], message
+    assert "tool_use ids the model never issued (toolu_restored_1)" in message
+    assert "not repaired" not in message.splitlines()[1]
+
+
+def test_an_action_lost_to_a_reply_cut_by_max_tokens_is_told_so() -> None:
+    with pytest.raises(OracleFailure) as caught:
+        replay(
+            functools.partial(_persisting_in_finally, sound=True, drop_cut=True), toolbox(),
+            _plan("write_record", {"key": "a"}), FaultPlan(api_faults=(ApiFault("max_tokens", 1),)),
+        )
+    message = str(caught.value)
+    assert "an action was lost across a fault" in message, message
+    assert "A reply was cut by max_tokens (request #1)" in message

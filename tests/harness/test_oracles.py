@@ -245,6 +245,19 @@ def test_iteration_monotone_fails_when_the_stored_iteration_goes_back() -> None:
     assert "went back from 3" in violation.message
 
 
+def test_a_count_that_restarts_after_a_load_within_the_resumed_attempt_is_called_a_restart() -> None:
+    # A framework's step count: the resume loads iteration 2, saves it back once, then
+    # saves its own count, which started at 0 in this run.
+    loaded = ("store_load", {"found": True, "version": 4, "iteration": 2, "task_id": None})
+    timeline = _timeline(_save([GOAL], 2, 4), ("attempt", {}), loaded, _save([GOAL], 2, 5), _save([GOAL], 1, 6))
+    [violation] = iteration_monotone(timeline)
+    assert "attempt 2 loaded iteration 2 and then saved 1: its count started over" in violation.message
+    assert "within one attempt" not in violation.message
+    # Without a load before it, a count that goes back within an attempt is said to.
+    [violation] = iteration_monotone(_timeline(_save([GOAL], 2, 1), _save([GOAL], 1, 2)))
+    assert "the count went back within one attempt" in violation.message
+
+
 def test_each_checkpoint_of_an_agent_that_keeps_several_counts_its_own_iterations() -> None:
     # A plan-and-execute agent: the plan in the task's checkpoint, each sub-task's
     # conversation in a checkpoint of its own, each counting from 0.
