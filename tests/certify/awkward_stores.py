@@ -14,9 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.certify.buggy_stores import DirectoryStore
-
 from stores import Checkpoint
+from tests.certify.buggy_stores import DirectoryStore
 
 
 def _root(kind: str, namespace: str) -> Path:

@@ -83,7 +83,7 @@ def test_the_sound_append_log_design_the_variants_break_is_certified() -> None:
     report = _certify("append_log")
     details = {r.contract: r.summary for r in report.results if r.outcome is not Outcome.PASSED}
     assert report.exit_code() == 0, details
-    assert {r.contract for r in report.results if r.outcome is Outcome.PASSED} == REQUIRED, details
+    assert {r.contract for r in report.results if r.outcome is Outcome.PASSED} >= REQUIRED, details
 
 
 @pytest.mark.parametrize(("name", "contract", "words"), [
@@ -93,7 +93,7 @@ def test_the_sound_append_log_design_the_variants_break_is_certified() -> None:
     ("listing_ignores_schema", "newer_schema_refused", "listing"),
     ("append_forgets_lineage", "aba_recreated", "a mix of the two"),
 ])
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("seed", [13, 23, 32])  # seeds on which drawn examples miss
 def test_planted_bug_is_caught_by_a_fixed_check_on_every_seed(
         name: str, contract: str, words: str, seed: int) -> None:
     # Fixed sequences, not drawn examples: caught whatever the seed.

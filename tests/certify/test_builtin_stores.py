@@ -14,7 +14,7 @@ from pytest_agentckpt.certify.report import to_text
 
 REQUIRED = [c.id for c in CONTRACTS if c.required]
 IN_PROCESS_ONLY = {"lost_update_processes", "atomic_under_kill", "acknowledged_survive_kill",
-                   "fresh_reads"}
+                   "fresh_reads", "aba_recreated"}
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")  # the shared Redis runs without AOF

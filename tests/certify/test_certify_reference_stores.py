@@ -6,7 +6,7 @@ from pytest_agentckpt.certify import CONTRACTS, Outcome, certify
 
 REQUIRED = [c.id for c in CONTRACTS if c.required]
 PROCESS_CONTRACTS = {"lost_update_processes", "atomic_under_kill", "acknowledged_survive_kill",
-                     "fresh_reads"}
+                     "fresh_reads", "aba_recreated"}
 
 
 def test_memory_store_passes_every_contract_it_can_show_and_is_not_certified_for_the_rest() -> None:

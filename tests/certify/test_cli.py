@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -291,7 +295,37 @@ def test_a_hypothesis_failure_gives_the_cli_way_to_reproduce_not_a_decorator(
                  "--only", "round_trip", "--no-figures"])
     out = capsys.readouterr().out
     assert code == 1
-    assert "Falsifying example" in out
+    assert "Draw 1 (checkpoint)" in out  # Hypothesis's failing example is kept
     assert "reproduce_failure" not in out
     assert "reproduce: agentckpt certify tests.certify.buggy_stores:make_lossy --only round_trip " \
            "--seed 20240601 --quick" in out
+
+
+# -- Ctrl-C --------------------------------------------------------------------------------
+
+
+def test_ctrl_c_during_model_based_leaves_none_of_its_tasks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BUGGY_STORE_DIR", str(tmp_path))
+    monkeypatch.setenv("SLOW_STORE_DELAY", "0.005")
+    command = [sys.executable, "-m", "pytest_agentckpt.cli", "certify",
+               "tests.certify.awkward_stores:make_slow", "--only", "model_based",
+               "--no-figures", "--seed", "5"]
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             cwd=Path(__file__).resolve().parents[2],
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 60
+        while not any("-sm-" in p.name for p in tmp_path.rglob("*.json")):
+            assert time.monotonic() < deadline, "model_based never started"
+            time.sleep(0.05)
+        time.sleep(2.0)  # mid-run: many tasks to clean up while the state machine writes on
+        child.send_signal(signal.SIGINT)
+        _, err = child.communicate(timeout=90)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 130, err
+    assert "it deleted what it wrote" in err
+    assert sorted(p.name for p in tmp_path.rglob("*.json")) == []
