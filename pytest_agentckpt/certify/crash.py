@@ -25,17 +25,20 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from stores import Checkpoint
+from stores import Checkpoint, ConflictError
 
 from .comparison import first_difference
 from .context import CertifyContext
 from .factory import StoreFactory, new_namespace
-from .generators import generation_checkpoint, generation_of
+from .generators import REWRITE_EVERY, generation_checkpoint, generation_of
 
 __all__ = ["KillExperiment", "KillRound", "run_kill_experiment"]
 
 #: The writer stops by itself after this many generations (bounded loop).
 MAX_GENERATIONS = 2000
+
+#: Tries of the resuming save after a kill (each after a reload) before it is a failure.
+RESUME_ATTEMPTS = 4
 
 
 @dataclass(frozen=True)
@@ -99,17 +102,31 @@ def _resume(ctx: CertifyContext, namespace: str, task_id: str) -> str | None:
     then load exactly that save.
     """
     resumer = ctx.new_store(namespace)
-    try:
-        resumed = resumer.load(task_id)
-        if resumed is None:
-            return "a new instance loaded nothing after the kill"
-        messages = [*resumed.messages, _after_kill_message(len(resumed.messages)),
-                    _after_kill_message(len(resumed.messages) + 1)]
-        attempt = resumed.model_copy(update={"goal": "resumed after the kill", "messages": messages})
-        saved = resumer.save(attempt)
-    except Exception as exc:
-        return (f"a new instance resuming after the kill (load, append two messages, save) "
-                f"failed: {type(exc).__name__}: {exc}")
+    conflicts = 0
+    while True:
+        try:
+            resumed = resumer.load(task_id)
+            if resumed is None:
+                return "a new instance loaded nothing after the kill"
+            messages = [*resumed.messages, _after_kill_message(len(resumed.messages)),
+                        _after_kill_message(len(resumed.messages) + 1)]
+            attempt = resumed.model_copy(update={"goal": "resumed after the kill",
+                                                 "messages": messages})
+            saved = resumer.save(attempt)
+            break
+        except ConflictError as exc:
+            # A save the killed writer had already sent may still land (a server finishes
+            # a request whose client died): a resuming worker reloads and tries again.
+            conflicts += 1
+            if conflicts >= RESUME_ATTEMPTS:
+                return (f"a new instance resuming after the kill (load, append two messages, "
+                        f"save) conflicted {conflicts} times, reloading before each try: "
+                        f"{exc}; nothing else was writing, so its load does not return what "
+                        "the store holds")
+            time.sleep(0.2 * conflicts)
+        except Exception as exc:
+            return (f"a new instance resuming after the kill (load, append two messages, save) "
+                    f"failed: {type(exc).__name__}: {exc}")
     what = (f"a new instance resumed after the kill and saved version {saved.version} "
             f"(appending two messages to version {resumed.version}); that save was acknowledged")
     try:
@@ -130,6 +147,55 @@ def _resume(ctx: CertifyContext, namespace: str, task_id: str) -> str | None:
     return None
 
 
+def _kill_plan(rounds: int, rng: random.Random) -> list[tuple[bool, float]]:
+    """For each round: whether to aim at an append (else a rewrite), and where in the save.
+
+    Every fourth round aims at a rewrite, the others at appends. Within each kind the
+    offsets are stratified over the save's duration (one early, one in the middle, one
+    late, ...), so that every phase of a save is hit on every seed, not only on lucky
+    ones: a kill between writing the messages and committing the head, for one.
+    """
+    kinds = [round_ % 4 != 3 for round_ in range(rounds)]
+    plan: list[tuple[bool, float]] = []
+    for kind in (True, False):
+        count = kinds.count(kind)
+        strata = [(i + rng.uniform(0.15, 0.85)) / count for i in range(count)]
+        plan += [(kind, offset) for offset in strata]
+    return sorted(plan, key=lambda aimed: rng.random())
+
+
+def _is_append(generation: int) -> bool:
+    return generation % REWRITE_EVERY != 0
+
+
+def _aim(receiver: Any, last_ack: int, warm_until: float, aim_append: bool,
+         offset: float) -> tuple[int, bool]:
+    """Read acks until a save of the aimed kind starts, then sleep ``offset`` of a save.
+
+    Returns the last ack read and whether the writer finished. A save's duration is the
+    median interval between the last acks (at least three are waited for).
+    """
+    times: list[float] = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if not receiver.poll(max(0.0, deadline - time.monotonic())):
+            break
+        kind, value = receiver.recv()
+        now = time.monotonic()
+        if kind == "error":
+            raise RuntimeError(f"the writer process failed:\n{value}")
+        if kind == "done":
+            return last_ack, True
+        last_ack = value
+        times.append(now)
+        if now < warm_until or len(times) < 4 or _is_append(value + 1) != aim_append:
+            continue
+        intervals = sorted(b - a for a, b in zip(times[-4:-1], times[-3:], strict=True))
+        time.sleep(offset * intervals[len(intervals) // 2])
+        return last_ack, False
+    raise TimeoutError("the writer process stopped acknowledging saves")
+
+
 def run_kill_experiment(ctx: CertifyContext) -> KillExperiment:
     """``ctx.budget.kill_rounds`` kills of a writer process, each on a task of its own."""
     mp = multiprocessing.get_context("spawn")
@@ -137,7 +203,8 @@ def run_kill_experiment(ctx: CertifyContext) -> KillExperiment:
     namespace = new_namespace()
     reader = ctx.new_store(namespace)
     rounds: list[KillRound] = []
-    for _ in range(ctx.budget.kill_rounds):
+    plan = _kill_plan(ctx.budget.kill_rounds, rng)
+    for aim_append, offset in plan:
         task_id = ctx.task_id("kill")
         receiver, sender = mp.Pipe(duplex=False)
         child = mp.Process(
@@ -153,10 +220,13 @@ def run_kill_experiment(ctx: CertifyContext) -> KillExperiment:
             if kind == "error":
                 raise RuntimeError(f"the writer process failed before its first save:\n{value}")
             last_ack = value
-            # Let it run a little so the kill lands anywhere in a save, appends and
-            # rewrites alike; the delay comes from the seed so a round can be replayed.
-            delay = rng.uniform(0.0, 0.25)
-            time.sleep(delay)
+            first_ack = time.monotonic()
+            # Let it run a little (from the seed, so a round can be replayed), then aim:
+            # read acks until a save of the planned kind comes next, and kill at the
+            # planned fraction of a save's duration into it.
+            warm_up = rng.uniform(0.02, 0.15)
+            last_ack, finished = _aim(receiver, last_ack, first_ack + warm_up, aim_append, offset)
+            delay = time.monotonic() - first_ack
             if child.pid is not None:
                 os.kill(child.pid, signal.SIGKILL)
             child.join(10)
