@@ -33,9 +33,12 @@ from .faults import (
     FaultInjector,
     FaultPlan,
     FaultyStore,
+    HistoryLocator,
     InstrumentedToolbox,
 )
 from .oracles import (
+    HISTORY_ORACLES,
+    TOOL_ORACLES,
     Baseline,
     ToolFlags,
     UnsafeTool,
@@ -43,6 +46,7 @@ from .oracles import (
     canonical,
     completed_idempotent,
     effect_counts,
+    history_not_found,
     iteration_monotone,
     model_turns,
     no_duplicate_effect,
@@ -243,6 +247,10 @@ class ChaosTest:
         self.stats = ChaosStats()
         self.doors: set[str] = set()
         self.results: list[PointResult] = []
+        #: Oracles that could not judge this test, with why (warned of as fuzz does).
+        self.not_checkable: dict[str, str] = {}
+        #: Whether the store was given where the history lives (``agentckpt_history``).
+        self.located = False
         self._worlds: list[World] = []
         self.begin(FaultPlan())
 
@@ -269,10 +277,15 @@ class ChaosTest:
         self.doors.add("model")
         return api
 
-    def instrument_store(self, store: Any) -> FaultyStore:
-        """``store``, with its writes observed and crashing at the checkpoint-write points."""
+    def instrument_store(self, store: Any, *, history: HistoryLocator | None = None) -> FaultyStore:
+        """``store``, with its writes observed and crashing at the checkpoint-write points.
+
+        ``history`` says where a checkpoint keeps the message history (default:
+        ``checkpoint.messages``), as ``fuzz(history=...)`` does.
+        """
         self.doors.add("store")
-        return FaultyStore(store, self.injector)
+        self.located = history is not None
+        return FaultyStore(store, self.injector, history=history)
 
     def instrument_tools(self, tools: Any) -> InstrumentedToolbox:
         """``tools``, with calls and effects observed and crashing at the tool points."""
@@ -328,6 +341,7 @@ class ChaosTest:
             timeline=main,
         )
         clean.violations = self._sequence_violations(main) + clean.violations
+        self.not_checkable = _not_checkable(main, located=self.located)
         if clean.violations:
             self.stats.tests_failed = 1
             raise ChaosFailure(self._report([clean], crash_free=True), [clean])
@@ -513,6 +527,53 @@ class ChaosTest:
         if self.reproduce:
             lines.append(f"reproduce: {self.reproduce}")
         return "\n".join(lines)
+
+
+def _not_checkable(main: Timeline, *, located: bool) -> dict[str, str]:
+    """The oracles the first run of a test shows chaos mode cannot judge, with why.
+
+    >>> from pytest_agentckpt.timeline import Timeline
+    >>> t = Timeline(); _ = t.start_attempt()
+    >>> _ = t.add("model_request", messages=[{"role": "user", "content": "go"}])
+    >>> _ = t.add("model_response", status=200, tool_uses=[("toolu_1", "send", {})])
+    >>> sorted(_not_checkable(t, located=False))
+    ['no_duplicate_effect', 'recorded_work_not_redone']
+    """
+    found: dict[str, str] = {}
+    asked = sorted({str(use[1]) for e in main.of("model_response") for use in e.data.get("tool_uses", ())})
+    if asked and not main.of("tool_call"):
+        reason = (
+            f"the model asked for {', '.join(asked)}, but no tool call went through the toolbox of "
+            "the agentckpt_tools fixture, so chaos mode saw no tool call or effect (a test that "
+            "builds its own toolbox is not observed): pass the agentckpt_tools fixture's value to "
+            "the agent, and override agentckpt_tools in your conftest.py to return your toolbox"
+        )
+        found.update(dict.fromkeys(TOOL_ORACLES, reason))
+    if history_not_found(main) is not None:
+        saves = main.of("store_save")
+        if located:
+            errors = [e.data["located"] for e in saves if isinstance(e.data.get("located"), str)]
+            said = (
+                f"it raised on {len(errors)} of them; the first time {errors[0]}"
+                if errors
+                else "it returned None or an empty list"
+            )
+            reason = (
+                f"the function of the agentckpt_history fixture found no messages in any of the "
+                f"{len(saves)} checkpoint(s) the agent wrote ({said}), though the agent asked the model "
+                "with a history: check it against a checkpoint the agent saves"
+            )
+        else:
+            reason = (
+                f"the agent wrote {len(saves)} checkpoint(s) but none held the message history where "
+                "chaos mode looks (checkpoint.messages): tell it where the history lives by overriding "
+                "the agentckpt_history fixture in your conftest.py with a function of a checkpoint "
+                "that returns its messages (for example lambda checkpoint: "
+                "rebuild(checkpoint.artifacts['events']))"
+            )
+        for oracle in HISTORY_ORACLES:
+            found.setdefault(oracle, reason)
+    return found
 
 
 def _only_the_test_failed(result: PointResult) -> bool:
