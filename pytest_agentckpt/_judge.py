@@ -423,9 +423,10 @@ def _evaluate_once(executor: _Executor, plan: Plan, faults: FaultPlan, budget: i
         # start, crash fractions the points met there; one counted from further back than
         # that run goes is left out (unreached).
         if not executor.orders_points:
-            # Process mode places no crash by fraction: a count from further back than the
-            # run goes is brought into it rather than left out, or a short plan's run would
-            # meet most drawn crashes never (a one-call plan: 2 draws in 12 of a point).
+            # An executor that cannot order the points places no crash by fraction: a count
+            # from further back than the run goes is brought into it rather than left out,
+            # or a short plan's run would meet most drawn crashes never (a one-call plan: 2
+            # draws in 12 of a point).
             faults = faults.within(clean.counts)
         fault_text = faults.describe(clean.counts)
         faults = faults.resolve(clean.counts)

@@ -28,18 +28,22 @@ import shutil
 import signal
 import sys
 import tempfile
+import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .faults import (
     Crash,
     FaultInjector,
     FaultPlan,
+    FaultPoint,
     FaultyStore,
     HistoryLocator,
     InstrumentedToolbox,
     PlanInfeasible,
+    RunCounts,
     is_generation,
 )
 from .timeline import Event, Timeline
@@ -97,7 +101,9 @@ class _ChildInjector(FaultInjector):
         self._file = timeline
 
     def hit(self, point: Any) -> None:
-        self._file.line({"hit": point})
+        # When: the parent merges these points with those it meets itself, in time order
+        # (CLOCK_MONOTONIC is one clock for every process of the machine).
+        self._file.line({"hit": point, "t": time.monotonic_ns()})
         super().hit(point)
 
     def store_operation(self, operation: str) -> None:
@@ -149,7 +155,9 @@ class _MessageId:
                 self.message_id = ""  # no event boundary: not a stream of the API
 
 
-def _delivery_receipts(timeline: _EventFile, *, asynchronous: bool = False) -> Any:
+def _delivery_receipts(
+    timeline: _EventFile, *, asynchronous: bool = False, replied: Callable[[], None] = lambda: None
+) -> Any:
     """The child client's transport: it notes when a streamed reply was read to its end.
 
     Over the served HTTP API only the client knows that (the server's last chunk written
@@ -190,9 +198,16 @@ def _delivery_receipts(timeline: _EventFile, *, asynchronous: bool = False) -> A
         async def aclose(self) -> None:
             await self._inner.aclose()
 
+    def answered(request: Any, response: Any) -> None:
+        # A model reply: the tool calls after it are a new batch (the parent's injector,
+        # which serves the model, resets its own count; this child's counts the calls).
+        if response.status_code == 200 and request.method == "POST" and request.url.path.rstrip("/").endswith("/v1/messages"):
+            replied()
+
     class Transport(httpx2.HTTPTransport):
         def handle_request(self, request: Any) -> Any:
             response = super().handle_request(request)
+            answered(request, response)
             if response.headers.get("content-type", "").startswith("text/event-stream"):
                 response.stream = Receipt(response.stream)
             return response
@@ -200,6 +215,7 @@ def _delivery_receipts(timeline: _EventFile, *, asynchronous: bool = False) -> A
     class AsyncTransport(httpx2.AsyncHTTPTransport):
         async def handle_async_request(self, request: Any) -> Any:
             response = await super().handle_async_request(request)
+            answered(request, response)
             if response.headers.get("content-type", "").startswith("text/event-stream"):
                 response.stream = AsyncReceipt(response.stream)
             return response
@@ -236,13 +252,17 @@ def _child_main(spec: dict[str, Any]) -> None:
         client = anthropic.AsyncAnthropic(
             api_key=FAKE_API_KEY,
             base_url=spec["base_url"],
-            http_client=anthropic.DefaultAsyncHttpxClient(transport=_delivery_receipts(timeline, asynchronous=True)),
+            http_client=anthropic.DefaultAsyncHttpxClient(
+                transport=_delivery_receipts(timeline, asynchronous=True, replied=injector.model_replied)
+            ),
         )
     else:
         client = anthropic.Anthropic(
             api_key=FAKE_API_KEY,
             base_url=spec["base_url"],
-            http_client=anthropic.DefaultHttpxClient(transport=_delivery_receipts(timeline)),
+            http_client=anthropic.DefaultHttpxClient(
+                transport=_delivery_receipts(timeline, replied=injector.model_replied)
+            ),
         )
     try:
         with instant_retries(0.0):
@@ -277,6 +297,8 @@ class _ChildRecord:
         self.events: list[Event] = []
         self.hits: Counter[str] = Counter()
         self.ops: Counter[str] = Counter()
+        #: Each point the child met, with when (``time.monotonic_ns``).
+        self.order: list[tuple[int, FaultPoint]] = []
         self.result: dict[str, Any] | None = None
         self.started = False
         self.offset = 0
@@ -296,6 +318,7 @@ def _read_child(path: Path, record: _ChildRecord, attempt: int) -> None:
         line = json.loads(raw)
         if "hit" in line:
             record.hits[line["hit"]] += 1
+            record.order.append((int(line.get("t", 0)), cast("FaultPoint", line["hit"])))
         elif "op" in line:
             record.ops[line["op"]] += 1
         elif "result" in line:
@@ -304,6 +327,35 @@ def _read_child(path: Path, record: _ChildRecord, attempt: int) -> None:
             record.started = True
         else:
             record.events.append(Event(0, attempt, line["kind"], line["data"], line["t"]))
+
+
+def _ordered(counts: RunCounts, injector: FaultInjector, child: _ChildRecord, timeline: Timeline) -> RunCounts:
+    """``counts`` with the order the run met its points in, across both processes, and the
+    durable changes before each (what crash fractions are resolved against): the points
+    the parent met (the model's) and the child's, merged by when they were met, and the
+    changes (saves, deletes, effects) of the merged timeline counted the same way. A run
+    is sequential across the two (the child waits for each model reply), so this is the
+    order memory mode would record; points of parallel threads are ordered as they came.
+    """
+    import bisect
+    import dataclasses
+
+    from .timeline import _CHANGES
+
+    points = sorted([*zip(injector.order_t, injector.order, strict=True), *child.order])
+    change_times: list[int] = []
+    unsaved: set[int] = set()
+    for event in timeline.events:
+        if event.kind in _CHANGES:
+            change_times.append(event.t)
+            if event.kind != "store_save":
+                unsaved.add(len(change_times))
+    return dataclasses.replace(
+        counts,
+        order=tuple(point for _, point in points),
+        changes=tuple(bisect.bisect_left(change_times, t) for t, _ in points),
+        unsaved=frozenset(unsaved),
+    )
 
 
 def _effects_the_child_did_not_report(world: Path, new: list[Event], timeline: Timeline, seen: list[int]) -> None:
@@ -349,8 +401,9 @@ def _effects_the_child_did_not_report(world: Path, new: list[Event], timeline: T
 class ProcessExecutor:
     """Runs an importable agent in child processes; the same interface as the in-process one."""
 
-    #: The points are met in two processes: their order is not known (no crash fractions).
-    orders_points = False
+    #: The points are met in two processes, and merged in the order they were met (crash
+    #: fractions are resolved against it, as in memory mode).
+    orders_points = True
     #: A crash is a SIGKILL: nothing of the agent runs after it.
     crashes_unwind = False
 
@@ -568,7 +621,7 @@ class ProcessExecutor:
                     timeline.add("attempt_end", outcome="answer", detail=str(value))
                     outcome.completed, outcome.answer, outcome.error = True, value, None
                     break
-                outcome.counts = run_counts(injector, child.hits, child.ops)
+                outcome.counts = _ordered(run_counts(injector, child.hits, child.ops), injector, child, timeline)
                 if outcome.completed and rerun:
                     injector.disarm()
                     outcome.rerun_from = len(timeline)

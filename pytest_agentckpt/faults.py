@@ -269,8 +269,8 @@ class RunCounts:
     store_ops: Mapping[str, int]
     requests: int
     streamed: frozenset[int] = frozenset()
-    #: Every fault point the run met, in the order it met them (empty where that order is
-    #: not known: the points of process mode are met in two processes).
+    #: Every fault point the run met, in the order it met them (in process mode, the
+    #: points of both processes merged by when they were met).
     order: tuple[FaultPoint, ...] = ()
     #: For each point of :attr:`order`, the durable changes made before it (saves,
     #: deletes, tool effects): points with the same number leave the same state to resume
@@ -519,7 +519,7 @@ class FaultPlan:
         """This plan with every occurrence counted from further back than ``counts`` (the
         crash-free run) goes brought into that run, round and round: of a point met 3
         times, ``-4`` is ``-1`` and ``-5`` is ``-2``. A point the run never met is left as
-        it is. Process mode, which places no crash by fraction, uses it so that a drawn
+        it is. An executor that places no crash by fraction uses it so that a drawn
         count from the end always falls in the run (:meth:`resolve` leaves out one that
         does not).
 
@@ -663,6 +663,9 @@ class FaultInjector:
         #: fractions are resolved against).
         self.order: list[FaultPoint] = []
         self.changes: list[int] = []
+        #: When each point of :attr:`order` was met (``time.monotonic_ns``): process mode
+        #: merges the points met in two processes by it.
+        self.order_t: list[int] = []
         self.crashes = 0
         self.store_ops: Counter[str] = Counter()
         self._armed: dict[tuple[str, int], CrashAt] = {(c.point, c.occurrence): c for c in self.plan.crashes}
@@ -698,6 +701,7 @@ class FaultInjector:
             self.check_alive()
             self.hits[point] += 1
             self.order.append(point)
+            self.order_t.append(time.monotonic_ns())
             self.changes.append(self.timeline.changes)
             occurrence = self.hits[point]
             if self._armed.pop((point, occurrence), None) is None:
@@ -725,6 +729,12 @@ class FaultInjector:
             self.dead = None
             self._calls_since_response = 0
             self._last_request = None
+
+    def model_replied(self) -> None:
+        """A model reply reached the agent (seen by a process that does not serve the
+        model): the tool calls after it are a new batch, none of them parallel to the last."""
+        with self._lock:
+            self._calls_since_response = 0
 
     @property
     def requests(self) -> int:
@@ -1370,19 +1380,22 @@ async def _perform_async(
     effect: Callable[[], Any],
 ) -> Any:
     """``_perform`` for an awaitable effect: ``World.perform`` takes only a plain
-    function, so ask it first whether the key was honoured, then await, then record."""
-    if spec.idempotent and key is not None:
+    function, so ask it first whether the effect is to happen (a key it honoured, or a
+    World that leaves a repeat out: chaos mode's run without the unsafe repeats), then
+    await, then record."""
 
-        def probe() -> str:
-            raise _NotRecorded
+    def probe() -> str:
+        raise _NotRecorded
 
-        try:
-            text = world.perform(spec.name, tool_input, idempotency_key=key, honour_key=True, effect=probe)
-        except _NotRecorded:
-            pass
-        else:
-            injector.effect_performed(spec.name, tool_input, key, fresh=False)
-            return text
+    try:
+        text = world.perform(
+            spec.name, tool_input, idempotency_key=key, honour_key=spec.idempotent and key is not None, effect=probe
+        )
+    except _NotRecorded:
+        pass
+    else:
+        injector.effect_performed(spec.name, tool_input, key, fresh=False)
+        return text
     injector.check_alive()
     value = effect()
     if inspect.isawaitable(value):

@@ -414,3 +414,29 @@ def test_an_effect_the_killed_child_did_not_report_is_taken_from_the_world(tmp_p
     # The next attempt adds only what is new.
     _effects_the_child_did_not_report(path, [], timeline, seen)
     assert len(timeline.of("effect")) == 2
+
+
+def test_the_points_met_in_both_processes_are_ordered_as_in_memory_mode(executor: ProcessExecutor) -> None:
+    # Crash fractions are resolved against the order the crash-free run met its points in,
+    # and the durable changes before each: merged from the two processes by when each was
+    # met, they are those memory mode records for the same agent and plan.
+    import functools
+
+    import reference_agent
+    from pytest_agentckpt._scenario import _Executor
+    from tests.harness.toolkit import toolbox
+
+    process = executor.baseline(PLAN)[1].counts
+    memory_executor = _Executor(
+        functools.partial(reference_agent.run, retry_backoff=0.0), toolbox(), store=None, budget=None,
+        max_resumes=None, goal="g",
+    )
+    try:
+        memory = memory_executor.baseline(PLAN)[1].counts
+    finally:
+        memory_executor.close()
+    assert process is not None and memory is not None
+    assert process.order and process.order == memory.order
+    assert process.changes == memory.changes
+    assert process.unsaved == memory.unsaved
+    assert executor.orders_points
