@@ -626,3 +626,13 @@ def make_lists_own_tasks(namespace: str) -> ListsOwnTasksStore:
 
 def make_listing_ignores_schema(namespace: str) -> ListingIgnoresSchemaStore:
     return ListingIgnoresSchemaStore(_root("listing-ignores-schema", namespace))
+
+
+class AppendAtEndQuickStore(AppendAtEndStore):
+    """The same bug with no pause between the messages and the head: a narrow window."""
+
+    COMMIT_DELAY = 0.0
+
+
+def make_append_at_end_quick(namespace: str) -> AppendAtEndQuickStore:
+    return AppendAtEndQuickStore(_root("append-at-end-quick", namespace))
