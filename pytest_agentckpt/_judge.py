@@ -446,8 +446,12 @@ def _evaluate_once(executor: _Executor, plan: Plan, faults: FaultPlan, budget: i
         known = {v.oracle for v in problems}
         if not {v.oracle for v in violations} - known:
             return _Verdict(plan, FaultPlan(), clean, problems, [], crash_free=True)
+        # The same finding in both runs is said once, of the run under faults.
+        said = {(v.oracle, v.message) for v in violations}
         violations += [
-            Violation(v.oracle, f"{v.message} (in the crash-free run of this plan)") for v in problems
+            Violation(v.oracle, f"{v.message} (in the crash-free run of this plan)")
+            for v in problems
+            if (v.oracle, v.message) not in said
         ]
     return _Verdict(plan, faults, outcome, violations, unsafe, False, not_checkable, advice, fault_text=fault_text)
 

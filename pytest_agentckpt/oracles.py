@@ -456,11 +456,7 @@ def valid_sequence(
 def _never_issued(timeline: Timeline, request: Event) -> list[str]:
     """The ``tool_use`` ids of the request's assistant turns that no model reply issued
     (ids an agent made up, or rewrote, when it saved or loaded its history)."""
-    issued = {
-        str(tool_use_id)
-        for e in timeline.of("model_response")
-        for tool_use_id, _name, _input in e.data.get("tool_uses", ())
-    }
+    issued = _issued_ids(timeline)
     if not issued:
         return []
     foreign: list[str] = []
@@ -543,7 +539,7 @@ def no_duplicate_effect(
                     f"model asked for it {asked} time(s) (crash-free run: {expected}): the agent "
                     "repeated an action the model asked for once. "
                     + (
-                        _key_advice(done, reasked=_reasked_reply(timeline, key))
+                        _key_advice(done, reasked=_reasked_reply(timeline, key), issued=_issued_ids(timeline))
                         if flags is not None and flags.idempotent
                         else _unkeyed_advice(_reasked_reply(timeline, key))
                     ),
@@ -565,7 +561,7 @@ def no_duplicate_effect(
                     + (
                         answered_error
                         if answered_error is not None
-                        else _key_advice(done, reasked=_reasked_reply(timeline, key))
+                        else _key_advice(done, reasked=_reasked_reply(timeline, key), issued=_issued_ids(timeline))
                         if flags is not None and flags.idempotent
                         else "The repeat is not explained by the end of an attempt between the "
                         "effect and a durable record of it."
@@ -789,6 +785,13 @@ def _also_asked_again(reasked: str | None) -> str:
     return "" if reasked is None else " " + _WHY_ASKED_AGAIN[reasked]
 
 
+def _issued_ids(timeline: Timeline) -> frozenset[str]:
+    """Every ``tool_use`` id the model's replies issued."""
+    return frozenset(
+        str(tool_use_id) for e in timeline.of("model_response") for tool_use_id, _name, _input in e.data.get("tool_uses", ())
+    )
+
+
 def _unkeyed_advice(reasked: str | None) -> str:
     """What to do about a repeat of a tool without a key (``reasked``: what
     :func:`_reasked_reply` says of its call)."""
@@ -804,7 +807,7 @@ def _unkeyed_advice(reasked: str | None) -> str:
     return f"{record} {why}" if reasked == "unsaved" else why
 
 
-def _key_advice(done: list[Event], *, reasked: str | None = None) -> str:
+def _key_advice(done: list[Event], *, reasked: str | None = None, issued: frozenset[str] = frozenset()) -> str:
     """What to do about repeats of a tool that drops a repeat of the same key (``reasked``:
     what :func:`_reasked_reply` says of its call)."""
     keys = [e.data.get("key") for e in done]
@@ -816,6 +819,18 @@ def _key_advice(done: list[Event], *, reasked: str | None = None) -> str:
         )
     shown = ", ".join(repr(k) for k in dict.fromkeys(keys))
     why = _WHY_KEYS_DIFFER[reasked if len(set(keys)) > 1 else None]
+    if reasked is None and issued and len(set(keys)) > 1:
+        # The model was not asked again, yet the keys differ: when one key holds an id the
+        # model issued and another holds none, the call's id changed on the agent's side.
+        holds = [next((i for i in issued if i and i in str(k)), None) for k in keys]
+        if any(holds) and not all(holds):
+            held = next(h for h in holds if h)
+            why = (
+                f"one key holds the tool_use id {held!r} the model issued, another holds no id the "
+                "model ever issued: the call's id changed between the reply and the repeat (a "
+                "serializer or a framework that renumbers call ids when it saves or loads the "
+                "history). Keep every tool_use id as the API gave it."
+            )
     return f"The tool honours idempotency keys, but the calls came with different keys ({_cut(shown)}): {why}"
 
 
@@ -864,8 +879,9 @@ def _plain_answer_of_unrun_call(
     timeline: Timeline, tool: str, raw_input: str, asks: Iterable[tuple[Any, str, str]]
 ) -> str | None:
     """Why the model did not ask again for a call that never ran, when the agent answered
-    it with a result that is no error (an "outcome unknown" told as a plain result, say):
-    the first such answer after an attempt ended, described; ``None`` if there is none."""
+    it with a result that is no error (an "outcome unknown" told as a plain result after a
+    resume, or an error before the call told as a result): the first such answer,
+    described; ``None`` if there is none."""
     from reference_agent.scripted import first_issue
 
     ids = {tool_use_id for _where, _first, tool_use_id in asks}
@@ -879,23 +895,32 @@ def _plain_answer_of_unrun_call(
         for e in timeline.of("tool_call")
         if e.data.get("tool") == tool and canonical(e.data.get("input")) == raw_input
     ]
-    ended = next((e.seq for e in timeline.of("attempt_end")), None)
-    if ended is None:
-        return None
-    for event, block in _sent_results(timeline, after=ended):
+    ends = [e.seq for e in timeline.of("attempt_end")]
+    for event, block in _sent_results(timeline):
         use_id = str(block.get("tool_use_id"))
         if (
             first_issue(use_id) in ids
             and not block.get("is_error")
             and not any(asked_at.get(use_id, -1) < seq < event.seq for seq in calls)
         ):
-            return (
+            said = (
                 f"Model request #{event.data.get('index')} answered tool_use {use_id} with a "
                 f"result that is not an error ({_cut(_result_text(block.get('content')), 100)}) "
-                f"although {tool} never ran for it, so the model took the call for done. If the "
-                "agent could not know the outcome (a crash after the intent was recorded), "
-                "answer with is_error: true: a model asks again for a call answered with an "
-                "error, and fuzz reports the tool unsafe if the first call had happened."
+                f"although {tool} never ran for it, so the model took the call for done."
+            )
+            if any(asked_at.get(use_id, -1) < end < event.seq for end in ends):
+                return (
+                    f"{said} If the agent could not know the outcome (a crash after the intent "
+                    "was recorded), answer with is_error: true: a model asks again for a call "
+                    "answered with an error, and fuzz reports the tool unsafe if the first call "
+                    "had happened."
+                )
+            return (
+                f"{said} Within one attempt: something failed before the tool ran (a failed "
+                "intent save, say) and its error went to the model as an ordinary result (a "
+                "framework that turns a tool's exception into its result, without is_error). "
+                "Answer such a call with is_error: true, or end the attempt, so the call is "
+                "asked for again."
             )
     return None
 
@@ -1257,10 +1282,18 @@ def same_answer(
     """
     if not completed or answer == baseline.answer:
         return []
+    resumed = timeline is None or bool(timeline.of("crash")) or len(timeline.of("attempt_start")) > 1
     message = (
-        f"the resumed run answered {_short(answer)}; the crash-free run answered "
-        f"{_short(baseline.answer)}"
+        f"the {'resumed run' if resumed else 'run under faults (no crash, no resume)'} answered "
+        f"{_short(answer)}; the crash-free run answered {_short(baseline.answer)}"
     )
+    cut = [e for e in (timeline.of("api_fault") if timeline is not None else ()) if e.data.get("fault") == "max_tokens"]
+    if cut and not resumed:
+        message += (
+            f". A reply was cut by max_tokens (request #{cut[0].data.get('index')}): an agent "
+            "that takes a cut text for its final answer answers with a fragment; on "
+            'stop_reason "max_tokens", ask the model to continue (or again) instead'
+        )
     failed = [
         e for e in (timeline.of("api_fault") if timeline is not None else ())
         if e.data.get("fault") in _REQUEST_FAILED

@@ -194,3 +194,15 @@ def test_an_action_lost_to_a_reply_cut_by_max_tokens_is_told_so() -> None:
     message = str(caught.value)
     assert "an action was lost across a fault" in message, message
     assert "A reply was cut by max_tokens (request #1)" in message
+
+
+def test_the_same_finding_in_both_runs_is_said_once() -> None:
+    # Run again once complete, the agent starts over in the crash-free run and in the run
+    # under faults alike: one line, not the same line twice (once "in the crash-free run").
+    with pytest.raises(OracleFailure) as caught:
+        replay(
+            _under_a_new_task_id_each_start, toolbox(), _plan("write_record", {"key": "a"}),
+            FaultPlan(crashes=(CrashAt("before_model_call", 2),)),
+        )
+    lines = [line for line in str(caught.value).splitlines() if line.strip().startswith("completed_idempotent:")]
+    assert len(lines) == 1, lines

@@ -230,6 +230,47 @@ def test_a_completed_run_missing_an_effect_fails() -> None:
     assert no_duplicate_effect(timeline, _baseline({SEND: 1}), FLAGS, completed=False)[0] == []
 
 
+def test_a_call_answered_with_a_plain_result_it_never_ran_for_within_an_attempt_is_explained() -> None:
+    # A framework that turns a tool's exception (a failed intent save before the call)
+    # into its result, without is_error: the model takes the call for done.
+    told = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "Error: store down"}]}
+    timeline = _timeline(
+        _response(("t1", "send", {"to": "a"})),
+        ("store_save_failed", {"error": "injected store outage on save", "reason": "outage"}),
+        ("model_request", {"index": 2, "messages": [GOAL, USE, told]}),
+    )
+    [violation], _ = no_duplicate_effect(timeline, _baseline({SEND: 1}), FLAGS, completed=True)
+    assert "an action was lost across a fault" not in violation.message  # no fault event here
+    assert "answered tool_use t1 with a result that is not an error (Error: store down)" in violation.message
+    assert "Within one attempt" in violation.message and "is_error: true" in violation.message
+
+
+def test_a_wrong_answer_without_a_crash_is_not_said_to_come_from_a_resume() -> None:
+    timeline = _timeline(("api_fault", {"fault": "max_tokens", "index": 2}))
+    [violation] = same_answer("the final an", _baseline({}, "the final answer"), completed=True, timeline=timeline)
+    assert violation.message.startswith("the run under faults (no crash, no resume) answered \"the final an\"")
+    assert "A reply was cut by max_tokens (request #2)" in violation.message
+    resumed = _timeline(("crash", {"point": "after_model_call", "occurrence": 1}), ("attempt", {}))
+    [violation] = same_answer("x", _baseline({}), completed=True, timeline=resumed)
+    assert violation.message.startswith("the resumed run answered")
+
+
+def test_keys_that_differ_because_the_call_id_changed_on_the_agents_side_are_told_so() -> None:
+    # The model was asked once (toolu id t1); the repeat's key holds an id the model never
+    # issued: the agent's serializer renumbered the call.
+    put = ("put", {"to": "a"})
+    timeline = _timeline(
+        _response(("t1", *put)),
+        ("effect", {"tool": "put", "input": {"to": "a"}, "key": "task/t1"}),
+        ("crash", {"point": "after_tool_effect", "occurrence": 1}),
+        ("attempt", {}),
+        ("effect", {"tool": "put", "input": {"to": "a"}, "key": "task/call_1"}),
+    )
+    [violation], _ = no_duplicate_effect(timeline, _baseline({("put", '{"to":"a"}'): 1}), FLAGS, completed=True)
+    assert "one key holds the tool_use id 't1' the model issued" in violation.message, violation.message
+    assert "never from the attempt" not in violation.message
+
+
 def test_same_answer_compares_only_completed_runs() -> None:
     assert same_answer("done", _baseline({}), completed=True) == []
     assert same_answer(None, _baseline({}), completed=False) == []
