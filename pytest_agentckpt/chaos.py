@@ -53,7 +53,7 @@ from .oracles import (
     recorded_work_not_redone,
     valid_sequence,
 )
-from .timeline import Timeline
+from .timeline import Event, Timeline
 
 if TYPE_CHECKING:
     from reference_agent.world import World
@@ -200,9 +200,23 @@ def _test_failed(exc: BaseException) -> bool:
     return isinstance(exc, AssertionError | pytest.fail.Exception | pytest.skip.Exception)
 
 
-def _describe_exception(exc: BaseException) -> str:
+def _describe_exception(exc: BaseException, *, lines: int = 1) -> str:
+    """``exc`` as ``Type: message``, its first ``lines`` lines (an assertion's explanation
+    follows its first line)."""
     text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+    cut = text[:lines] + ([f"... ({len(text) - lines} more lines)"] if len(text) > lines else [])
+    return f"{type(exc).__name__}: {chr(10).join(cut)}".rstrip(": ")
+
+
+#: The report's hint when only the test's own assertions failed.
+FRAGILE_ASSERTIONS = (
+    "  only the test's own assertions failed: the oracles found nothing wrong at these points. A "
+    "resume legitimately asks the model again, repeats read-only tool calls, and gives a call the "
+    "model is asked for again a new tool_use id (ending _g1): an assertion on how many model calls "
+    "or read-only calls were made, or on exact ids, breaks under chaos without a bug. Assert on "
+    "outcomes (the effects your tools had, the answer), or keep the test out of chaos mode with "
+    "@pytest.mark.agentckpt_chaos(False)."
+)
 
 
 class ChaosTest:
@@ -400,7 +414,7 @@ class ChaosTest:
                 detail = _describe_exception(exc)
                 if _test_failed(exc):
                     timeline.add("attempt_end", outcome="test failed", detail=detail)
-                    failure = f"the test failed after the crash: {detail}"
+                    failure = f"the test failed after the crash: {_describe_exception(exc, lines=40)}"
                     break
                 # The agent raised: a supervisor would start it again.
                 timeline.add("attempt_end", outcome="error", detail=detail)
@@ -414,11 +428,20 @@ class ChaosTest:
             break
         main_end = len(timeline)
         if injector.crashes == 0:
+            held = _held_before(timeline)
+            why = (
+                f"the store already held task {held.data.get('task_id')!r} (version "
+                f"{held.data.get('version')}) when the rerun started: it keeps its checkpoints "
+                "between runs (a file or a server the store fixture opens again), so the rerun "
+                "resumed the task the first run left; chaos mode needs a fresh, empty store for "
+                "each run"
+                if held is not None
+                else "the test does not repeat itself (a fixture of wider than function scope, or randomness?)"
+            )
             result.violations.append(
                 Violation(
                     "crash_point_reached",
-                    f"the run never reached {plan.describe()}, which the first run passed: the test "
-                    "does not repeat itself (a fixture of wider than function scope, or randomness?)",
+                    f"the run never reached {plan.describe()}, which the first run passed: {why}",
                 )
             )
         if failure is not None:
@@ -517,6 +540,13 @@ class ChaosTest:
                 f"tool {tools} repeated an effect whose outcome no agent can know:"
             )
             lines.extend(f"    {r.plan.describe()}" for r in doubtful)
+        if not crash_free and all(_only_the_test_failed(r) for r in failures):
+            lines.append(FRAGILE_ASSERTIONS)
+        asserted = next((v for r in failures for v in r.violations if v.oracle == "test_assertions"), None)
+        if asserted is not None and "\n" in asserted.message:
+            where = next(r for r in failures if asserted in r.violations).plan.describe()
+            lines.append(f"the test's assertion at {where}, in full:")
+            lines.extend("    " + line for line in asserted.message.splitlines())
         first = failures[0]
         marks: dict[int, str] = {}
         for violation in reversed(first.violations):
@@ -574,6 +604,22 @@ def _not_checkable(main: Timeline, *, located: bool) -> dict[str, str]:
         for oracle in HISTORY_ORACLES:
             found.setdefault(oracle, reason)
     return found
+
+
+def _held_before(timeline: Timeline) -> Event | None:
+    """The first load of a task the store held before this run saved anything, if any.
+
+    >>> t = Timeline(); _ = t.start_attempt()
+    >>> _ = t.add("store_load", found=True, version=4, iteration=2, task_id="t")
+    >>> _held_before(t).data["version"]
+    4
+    """
+    for event in timeline.events:
+        if event.kind == "store_save":
+            return None
+        if event.kind == "store_load" and event.data.get("found"):
+            return event
+    return None
 
 
 def _only_the_test_failed(result: PointResult) -> bool:

@@ -1,0 +1,50 @@
+"""The report of a test whose own assertions alone fail after a crash."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.chaos.test_chaos_mode import SUITE, _report_of
+
+pytest_plugins = ["pytester"]
+
+ARGS = ("-p", "no:randomly", "-p", "no:cacheprovider", "-W", "ignore::pytest_agentckpt.UnsafeToolWarning")
+
+
+def test_fragile_assertions_get_a_hint_and_their_whole_difference(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest((SUITE / "conftest.py").read_text())
+    pytester.makepyfile(
+        test_fragile='''
+import functools
+import pytest
+import reference_agent
+from reference_agent.scripted import Plan, Step, ToolCall
+
+PLAN = Plan(
+    steps=(Step((ToolCall("search", {"query": "keys"}),)), Step((ToolCall("write_record", {"key": "a"}),))),
+    final_answer="ok",
+)
+run = functools.partial(reference_agent.run, retry_backoff=0.0)
+
+
+@pytest.mark.agentckpt_model(plan=PLAN)
+def test_counts_the_tools_called(anthropic_client, checkpoint_store, agentckpt_tools, anthropic_requests):
+    assert run("t", "g", client=anthropic_client, store=checkpoint_store, tools=agentckpt_tools) == "ok"
+    # Fragile: a resume repeats the search (read-only) and asks the model again.
+    called = [b["name"] for r in anthropic_requests for m in r.request["messages"] if m["role"] == "assistant"
+              for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_use"]
+    assert called == ["search", "search", "write_record"]
+'''
+    )
+    result = pytester.runpytest(*ARGS, "--agentckpt-chaos")
+    result.assert_outcomes(failed=1)
+    report = _report_of(result.stdout.str(), "test_counts_the_tools_called")
+    assert set(re.findall(r"^  crash at \S+ #\d+: (\w+)", report, re.M)) == {"test_assertions"}, report
+    assert "only the test's own assertions failed: the oracles found nothing wrong at these points" in report
+    assert "new tool_use id (ending _g1)" in report and "@pytest.mark.agentckpt_chaos(False)" in report
+    # The whole assertion, its values uncut, below the list.
+    full = report.split("in full:", 1)[1]
+    assert re.search(r"AssertionError: assert \[('search', ){2,}.*'write_record'.*\] == \['search', 'search', 'write_record'\]", full), report
+
