@@ -1,4 +1,6 @@
-"""The store fixtures behind chaos mode: a store URL's password never reaches the output."""
+"""The store fixtures behind chaos mode, and the options: a store URL's password never
+reaches the output; a store that keeps its tasks between runs is refused or named; a
+warning of opening a store is given once; an option without effect says so."""
 
 from __future__ import annotations
 
@@ -122,3 +124,14 @@ def test_a_redis_without_persistence_is_warned_of_once_not_once_per_crash_point(
     if "RedisNotDurableWarning" not in output:
         pytest.skip("this Redis persists its data: nothing to warn of")
     result.assert_outcomes(passed=1, warnings=1)
+
+
+def test_chaos_max_points_without_chaos_mode_is_warned_of(pytester: pytest.Pytester) -> None:
+    _simple(pytester)
+    result = pytester.runpytest(*ARGS, "--agentckpt-chaos-max-points=5")
+    result.assert_outcomes(passed=1, warnings=1)
+    assert "PytestConfigWarning: --agentckpt-chaos-max-points has no effect here: no test runs in chaos mode" in result.stdout.str()
+    # With the option it limits the points, and says nothing.
+    result = pytester.runpytest(*ARGS, "--agentckpt-chaos-max-points=5", "--agentckpt-chaos")
+    result.assert_outcomes(passed=1)
+    assert "has no effect" not in result.stdout.str()
