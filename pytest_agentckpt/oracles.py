@@ -680,7 +680,7 @@ def _reasked_reply(timeline: Timeline, call: tuple[str, str]) -> str | None:
     """Whether the model was asked again for ``call`` (``(name, canonical input)``), under a
     fresh id: ``"saved"`` when a save had held the reply that asked first (the agent resumed
     from a checkpoint without it), ``"other_task"`` when the attempts that asked again
-    loaded only other task ids than the one it was saved under, ``"unsaved"`` when none had, ``"not_in_store"`` when the
+    found nothing under the other task ids they loaded (never the one it was saved under), ``"unsaved"`` when none had, ``"not_in_store"`` when the
     agent saved nothing through the store, ``None`` if never asked again."""
     from reference_agent.scripted import first_issue
 
@@ -700,11 +700,16 @@ def _reasked_reply(timeline: Timeline, call: tuple[str, str]) -> str | None:
             for block in content if isinstance(content, list) else ():
                 if isinstance(block, Mapping) and block.get("type") == "tool_use" and block.get("id") in first:
                     # Saved under one task id; did the attempts that asked again look there?
-                    loaded = {
-                        load.data.get("task_id") for load in timeline.of("store_load") if load.attempt in reasking
-                    }
+                    # Only when every load they made found nothing, under other ids: one that
+                    # found an older checkpoint (a snapshot of its own) is a stale load.
+                    loads = [load for load in timeline.of("store_load") if load.attempt in reasking]
                     saved_under = save.data.get("task_id")
-                    if loaded and saved_under is not None and saved_under not in loaded:
+                    if (
+                        loads
+                        and saved_under is not None
+                        and not any(load.data.get("found") for load in loads)
+                        and saved_under not in {load.data.get("task_id") for load in loads}
+                    ):
                         return "other_task"
                     return "saved"
     # An agent that keeps its state outside the store it was handed: whether the reply
