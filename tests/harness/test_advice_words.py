@@ -11,7 +11,16 @@ from typing import Any
 import pytest
 
 import reference_agent
-from pytest_agentckpt import ApiFault, CrashAt, FaultPlan, OracleFailure, Plan, ResumeDriftWarning, fuzz, replay
+from pytest_agentckpt import (
+    ApiFault,
+    CrashAt,
+    FaultPlan,
+    OracleFailure,
+    Plan,
+    ResumeDriftWarning,
+    fuzz,
+    replay,
+)
 from pytest_agentckpt.oracles import give_up_advice
 from pytest_agentckpt.timeline import Timeline
 from tests.harness.toolkit import toolbox
