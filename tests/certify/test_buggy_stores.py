@@ -105,7 +105,15 @@ def test_planted_bug_is_caught_by_a_fixed_check_on_every_seed(
 
 
 @pytest.mark.parametrize("seed", [1, 2])
-@pytest.mark.parametrize("name", ["append_at_end", "append_at_end_quick"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "append_at_end",
+        # No pause between its messages and its head: whether a kill lands in that window
+        # depends on the machine's load, so it runs on demand (`pytest -m slow`), not in CI.
+        pytest.param("append_at_end_quick", marks=pytest.mark.slow),
+    ],
+)
 def test_a_save_after_a_kill_that_builds_on_the_torn_tail_is_caught(name: str, seed: int) -> None:
     # The quick one has no pause between its messages and its head: the kills must be
     # aimed into the save to land between the two.
