@@ -26,7 +26,6 @@ import json
 import os
 import shutil
 import signal
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -34,6 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from ._children import process_context, with_environment
 from .faults import (
     Crash,
     FaultInjector,
@@ -63,7 +63,6 @@ __all__ = ["ProcessExecutor", "fuzz_process"]
 MODEL_POINTS = frozenset({"iteration_start", "before_model_call", "after_model_call"})
 #: Seconds an attempt may take before the parent kills it as hung.
 ATTEMPT_TIMEOUT = 120.0
-_PRELOAD = ["anthropic", "httpx2", "stores", "reference_agent.world", "pytest_agentckpt.faults"]
 _NOT_STARTED = (
     "mode='process': a child process exited (code {code}) before the agent could start, "
     "so no verdict is given. Its traceback is on standard error. The usual cause: a script "
@@ -282,14 +281,8 @@ def _child_main(spec: dict[str, Any]) -> None:
 
 # -- the parent ---------------------------------------------------------------------------
 def _context(*modules: str) -> Any:
-    import multiprocessing
-
-    if sys.platform.startswith("linux"):
-        context = multiprocessing.get_context("forkserver")
-        # The agent's own modules too: each child is a fork with everything imported.
-        context.set_forkserver_preload([*_PRELOAD, "pytest_agentckpt._process", *modules])
-        return context
-    return multiprocessing.get_context("spawn")
+    # The agent's own modules too: each child is a fork with everything imported.
+    return process_context(*modules)
 
 
 class _ChildRecord:
@@ -550,7 +543,7 @@ class ProcessExecutor:
                         "whole_checkpoints": self.history is not None,
                     }
                     child.result, child.started = None, False
-                    process = self._context.Process(target=_child_main, args=(spec,), daemon=True)
+                    process = self._context.Process(target=with_environment(_child_main), args=(spec,), daemon=True)
                     current["process"] = process
                     process.start()
                     process.join(ATTEMPT_TIMEOUT)

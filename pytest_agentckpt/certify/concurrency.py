@@ -9,7 +9,6 @@ holds every acknowledged marker in version order. Anything else is a lost update
 
 from __future__ import annotations
 
-import multiprocessing
 import queue as queue_module
 import threading
 import time
@@ -21,6 +20,7 @@ from typing import Any
 
 from stores import Checkpoint, CheckpointStore, ConflictError, StoreError
 
+from .._children import process_context, with_environment
 from .factory import StoreFactory
 
 __all__ = ["Success", "WriterLog", "judge_history", "run_process_writers", "run_thread_writers"]
@@ -195,13 +195,13 @@ def run_process_writers(
     timeout: float,
 ) -> list[WriterLog]:
     """``processes`` child processes, each with its own store instance in ``namespace``."""
-    mp = multiprocessing.get_context("spawn")
+    mp = process_context()
     ready, results = mp.Queue(), mp.Queue()
     go = mp.Event()
     lockstep = mp.Barrier(processes)
     children = [
         mp.Process(
-            target=_process_writer,
+            target=with_environment(_process_writer),
             args=(factory.spec, namespace, task_id, i, rounds, ready, go, lockstep, results),
             daemon=True,
         )

@@ -15,7 +15,6 @@ its own. Two contracts judge the same rounds:
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import random
 import signal
@@ -27,6 +26,7 @@ from typing import Any
 
 from stores import Checkpoint, ConflictError
 
+from .._children import process_context, with_environment
 from .comparison import first_difference
 from .context import CertifyContext
 from .factory import StoreFactory, new_namespace
@@ -198,7 +198,7 @@ def _aim(receiver: Any, last_ack: int, warm_until: float, aim_append: bool,
 
 def run_kill_experiment(ctx: CertifyContext) -> KillExperiment:
     """``ctx.budget.kill_rounds`` kills of a writer process, each on a task of its own."""
-    mp = multiprocessing.get_context("spawn")
+    mp = process_context()
     rng = random.Random(ctx.seed)
     namespace = new_namespace()
     reader = ctx.new_store(namespace)
@@ -208,7 +208,7 @@ def run_kill_experiment(ctx: CertifyContext) -> KillExperiment:
         task_id = ctx.task_id("kill")
         receiver, sender = mp.Pipe(duplex=False)
         child = mp.Process(
-            target=_crash_writer, args=(ctx.factory.spec, namespace, task_id, sender), daemon=True
+            target=with_environment(_crash_writer), args=(ctx.factory.spec, namespace, task_id, sender), daemon=True
         )
         child.start()
         sender.close()

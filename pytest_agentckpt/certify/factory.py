@@ -1,7 +1,7 @@
 """The store under certification: a ``MODULE:FACTORY`` that makes fresh store instances.
 
 The factory is named, not passed as an object, because the process contracts call it
-again in child processes (``multiprocessing`` with ``spawn``), which can only import it.
+again in child processes (``multiprocessing``: a fork server or ``spawn``), which can only import it.
 A factory may take one argument, a namespace: instances made with the same namespace
 share their data, different namespaces never collide.
 """

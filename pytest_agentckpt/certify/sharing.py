@@ -12,7 +12,6 @@ stores that write on close).
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import time
 import traceback
 import warnings
@@ -21,6 +20,7 @@ from typing import Any
 
 from stores import Checkpoint
 
+from .._children import process_context, with_environment
 from .context import CertifyContext, NotCheckable
 from .factory import StoreFactory, new_namespace
 
@@ -99,12 +99,12 @@ def _expect(conn: Any, word: str, timeout: float = 60.0) -> None:
 
 def probe_cross_process(ctx: CertifyContext) -> Sharing:
     """Spawn a child that saves; True if the parent then loads it (see the module docstring)."""
-    mp = multiprocessing.get_context("spawn")
+    mp = process_context()
     namespace = new_namespace()
     ctx.new_store(namespace)  # checked empty (and cleaned up) like every namespace of the run
     task_id = ctx.task_id("xproc")
     parent_end, child_end = mp.Pipe()
-    child = mp.Process(target=_probe_child, args=(ctx.factory.spec, namespace, task_id, child_end),
+    child = mp.Process(target=with_environment(_probe_child), args=(ctx.factory.spec, namespace, task_id, child_end),
                        daemon=True)
     child.start()
     child_end.close()

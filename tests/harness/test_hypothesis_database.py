@@ -15,7 +15,9 @@ pytest_plugins = ["pytester"]
 ARGS = ("-p", "no:randomly", "-p", "no:cacheprovider", "-W", "ignore::pytest_agentckpt.UnsafeToolWarning")
 
 # A bug found after tens of examples (median 38 with a fresh database): a replay that finds it
-# within three examples is the database at work, not luck.
+# within three examples is the database at work, not luck. shrink=False: Hypothesis saves a
+# failure when it finds it, so what these tests check is the same without the shrinking and
+# the search for other oracles that would follow (most of a failing call's time).
 BUGGY = '''
 from pytest_agentckpt import OracleFailure, fuzz
 from tests.buggy_agents.load_error_is_none import run
@@ -24,7 +26,7 @@ from tests.harness.toolkit import toolbox
 
 def test_buggy_agent():
     try:
-        fuzz(run, toolbox(), max_examples=400)
+        fuzz(run, toolbox(), max_examples=400, shrink=False)
     except OracleFailure as failure:
         print(f"FOUND_AFTER={failure.found_after}")
         raise
