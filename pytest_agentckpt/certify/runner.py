@@ -336,8 +336,9 @@ def certify(
     return report
 
 
-def _prepare(ctx: CertifyContext) -> StoreInfo:
-    """Make a first store, list it and read its info, within the time limit."""
+def _prepare(ctx: CertifyContext, option: str = "--timeout") -> StoreInfo:
+    """Make a first store, list it and read its info, within the time limit (``option``
+    names the setting that raises it, in the message of a run that hit it)."""
     spec, limit = ctx.factory.spec, ctx.budget.contract_timeout
 
     def first() -> StoreInfo:
@@ -355,7 +356,7 @@ def _prepare(ctx: CertifyContext) -> StoreInfo:
             f"{spec}: calling the factory and listing the store it made did not finish within "
             f"{limit:g}s, so nothing was certified: the factory or the store's first call hangs "
             "(is its backend reachable? does the factory wait for something?); if the store is "
-            "only slow, raise the limit with --timeout SECONDS"
+            f"only slow, raise the limit with {option} SECONDS"
         )
     if error is not None:
         raise error

@@ -69,3 +69,26 @@ def test_importable_test_certifies_the_factory_a_fixture_names(tmp_path: Path) -
     assert result.returncode == 1, result.stdout + result.stderr
     assert "1 failed" in result.stdout
     assert "test_checkpoint_store_contract[no_aliasing]" in result.stdout
+
+
+def test_a_factory_that_hangs_is_a_usage_error_at_the_time_limit(tmp_path: Path) -> None:
+    result = _pytest(tmp_path, "--agentckpt-certify", "tests.certify.awkward_stores:make_hanging",
+                     "--agentckpt-certify-quick", "--agentckpt-certify-timeout", "1")
+    assert result.returncode == 4, result.stdout + result.stderr  # pytest's usage-error status
+    assert "did not finish within 1s" in result.stderr
+    assert "raise the limit with --agentckpt-certify-timeout SECONDS" in result.stderr
+
+
+def test_a_time_limit_that_is_not_positive_is_a_usage_error(tmp_path: Path) -> None:
+    result = _pytest(tmp_path, "--agentckpt-certify", "pytest_agentckpt.certify.builtin:memory",
+                     "--agentckpt-certify-timeout", "0")
+    assert result.returncode == 4, result.stdout + result.stderr
+    assert "--agentckpt-certify-timeout must be a positive number of seconds, not 0" in result.stderr
+
+
+def test_the_reproduce_line_repeats_the_budget_and_the_time_limit(tmp_path: Path) -> None:
+    result = _pytest(tmp_path, "--agentckpt-certify", "tests.certify.buggy_stores:make_none_on_corrupt",
+                     "--agentckpt-certify-quick", "--agentckpt-certify-seed", "4",
+                     "--agentckpt-certify-timeout", "90", "-k", "corruption_reported")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "--only corruption_reported --seed 4 --quick --timeout 90" in result.stdout
