@@ -139,10 +139,29 @@ def _not_awaitable(answer: Any) -> Any:
 
 def _resolve_run(run: Any) -> Callable[..., Any]:
     if isinstance(run, str):
-        return _import_object(run, "run")  # type: ignore[no-any-return]
+        resolved: Callable[..., Any] = _import_object(run, "run")
+        return _check_signature(resolved)
     if not callable(run):
         raise TypeError(f"run must be a callable run(task_id, goal, *, client, store, tools), not {type(run).__name__}")
-    return run  # type: ignore[no-any-return]
+    return _check_signature(run)
+
+
+def _check_signature(run: Callable[..., Any]) -> Callable[..., Any]:
+    """``run``, if it can be called as the harness calls it (checked before anything runs;
+    a callable whose signature Python cannot read is taken as it is)."""
+    try:
+        signature = inspect.signature(run)
+    except (TypeError, ValueError):
+        return run
+    try:
+        signature.bind("task-id", "goal", client=None, store=None, tools=None)
+    except TypeError as exc:
+        name = getattr(run, "__name__", type(run).__name__)
+        raise TypeError(
+            f"run must accept run(task_id, goal, *, client, store, tools), as fuzz calls it; "
+            f"{name}{signature} does not ({exc}). Take the arguments it does not use as **kwargs"
+        ) from None
+    return run
 
 
 def _import_object(path: str, argument: str) -> Any:

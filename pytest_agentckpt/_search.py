@@ -447,6 +447,11 @@ def _fuzz_with(
         test = hypothesis_seed(mode.seed)(test)
     try:
         with instant_retries(0.0), _frozen_heap(), _agent_threads_may_use_random(plans):
+            # What follows a failure runs the agent again (the search on, the minimizer):
+            # outside the `except` blocks, so that an exception the agent raises (and
+            # logs) there does not carry this failure's report as its context.
+            failed_with: OracleFailure | None = None
+            flaky: Flaky | None = None
             try:
                 test()
             except Unsatisfiable:
@@ -457,20 +462,22 @@ def _fuzz_with(
                     "pass plans= that work"
                 ) from None
             except OracleFailure as failure:
+                failed_with = failure
+            except Flaky as error:
+                # The last failing scenario did not fail again when Hypothesis replayed it.
+                if not last_failed:
+                    raise
+                flaky = error
+            if failed_with is not None:
                 if shrink:
                     known.update(smallest)
                     following[0] = True
                     _search_on(target, strategy, chosen_settings, mode.seed, min(examples - first_failure[0], _SEARCH_ON))
-                raise _every_oracle(
-                    executor, budget, failure, smallest, reproduce, runs=150 if shrink else 16
-                ) from None
-            except Flaky:
-                # The last failing scenario did not fail again when Hypothesis replayed it.
-                if not last_failed:
-                    raise
+                raise _every_oracle(executor, budget, failed_with, smallest, reproduce, runs=150 if shrink else 16)
+            if flaky is not None:
                 failed = last_failed[0]
                 again = _evaluate(executor, failed.plan, failed.faults, budget)
-                raise _unreproducible(failed, again, reproduce, found_after=first_failure[0]) from None
+                raise _unreproducible(failed, again, reproduce, found_after=first_failure[0])
     except OracleFailure as failure:
         _record_failure(failure)
         raise

@@ -173,7 +173,8 @@ class UnsafeTool:
             f"times (crash-free: {self.expected}) because the attempt ended (a crash, or the agent "
             "raised or stopped) after the effect and before any durable record of it; no agent "
             "can know that outcome. Make the tool "
-            "honour idempotency keys (ToolSpec(idempotent=True)) or give it a way to check "
+            "honour idempotency keys (and declare it so: kinds={...: \"keyed\"} in "
+            "Toolbox.from_functions, or ToolSpec(idempotent=True)) or give it a way to check "
             "what happened."
         )
 

@@ -355,3 +355,41 @@ def test_a_nondeterministic_verdict_says_what_each_run_failed_without_contradict
 
     report = str(_unreproducible(verdict(("no_duplicate_effect",)), verdict(again), "seed=1", found_after=None))
     assert report.startswith(f"agentckpt: nondeterministic verdict: {said}"), report
+
+
+def test_the_agent_runs_after_a_failure_outside_the_harness_s_except_block() -> None:
+    # After the first failure the harness runs the agent again (the search on, the
+    # minimizer). Run from inside its `except OracleFailure`, every exception the agent
+    # raised there had the failure's whole report as its context, and an agent (or its
+    # SDK) that logs a handled error printed those reports in the captured log.
+    from tests.buggy_agents.checkpoint_after_result import run as buggy
+    from tests.harness.toolkit import toolbox
+
+    contexts: list[BaseException | None] = []
+
+    def run(task_id: str, goal: str, **kwargs: Any) -> Any:
+        try:
+            raise RuntimeError("handled inside the agent")
+        except RuntimeError as error:
+            contexts.append(error.__context__)
+        return buggy(task_id, goal, **kwargs)
+
+    with pytest.raises(OracleFailure):
+        fuzz(run, toolbox(), seed=1, max_examples=60, database=InMemoryExampleDatabase(), unsafe_tools="ignore")
+    assert len(contexts) > 60  # the runs after the failure are among them
+    assert [c for c in contexts if isinstance(c, OracleFailure)] == []
+
+
+def test_a_run_that_cannot_take_the_harness_s_arguments_is_refused_before_anything_runs() -> None:
+    from tests.harness.toolkit import toolbox
+
+    calls: list[str] = []
+
+    def run(task_id: str, goal: str) -> str:
+        calls.append(task_id)
+        return "done"
+
+    with pytest.raises(TypeError, match=r"run must accept run\(task_id, goal, \*, client, store, tools\).*"
+                       r"run\(task_id: 'str', goal: 'str'\) -> 'str' does not .*unexpected keyword argument 'client'"):
+        fuzz(run, toolbox(), seed=1, max_examples=5, database=InMemoryExampleDatabase())
+    assert calls == []
