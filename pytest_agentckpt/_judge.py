@@ -45,6 +45,8 @@ from .oracles import (
 if TYPE_CHECKING:
     from reference_agent.scripted import Plan
 
+    from .timeline import Timeline
+
 #: Checks of the harness itself rather than oracles of the design.
 HARNESS_CHECKS = frozenset({"crash_free_run", "resumes_to_completion", "runaway"})
 
@@ -141,10 +143,26 @@ def _judge(
             Violation(
                 "resumes_to_completion",
                 f"the agent did not finish: after the last fault it kept failing "
-                f"({outcome.error}); a resumed agent must be able to complete the task",
+                f"({outcome.error}); a resumed agent must be able to complete the task"
+                f"{_stale_save(main, outcome.error)}",
             )
         )
     return violations, unsafe, not_checkable
+
+
+def _stale_save(timeline: Timeline, error: str | None) -> str:
+    """Why a save conflicted, when no other writer did: the last attempt never loaded."""
+    if not error or not error.startswith("ConflictError"):
+        return ""
+    last = timeline.attempt
+    if any(e.attempt == last for e in timeline.of("store_load")):
+        return ""
+    return (
+        ". The last attempt saved without loading the checkpoint first (no checkpoint load "
+        "in it): unless another writer of the agent's own saved meanwhile, the version it "
+        "saved with came from a copy kept from before the crash. Load the checkpoint at the "
+        "start of each attempt and save with the version it has"
+    )
 
 
 def _runaway(outcome: _Outcome) -> Violation:

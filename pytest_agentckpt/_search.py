@@ -291,6 +291,13 @@ def _streams(executor: _Executor) -> bool:
     return bool(clean.streamed)
 
 
+def _hide_oracle_failures(excinfo: Any) -> bool:
+    """pytest's ``__tracebackhide__`` for the harness's frames: an oracle failure's report
+    says what failed and how to reproduce it, so its traceback ends at the test's call; any
+    other error (the harness's own, a bad argument) shows every frame."""
+    return bool(excinfo.errisinstance(OracleFailure))
+
+
 def _fuzz_with(
     executor: _Executor,
     agent: Callable[..., Any],
@@ -310,6 +317,7 @@ def _fuzz_with(
     shrink: bool = True,
     systematic: bool = False,
 ) -> FuzzReport:
+    __tracebackhide__ = _hide_oracle_failures
     from hypothesis import HealthCheck, Phase, given, reject, settings
     from hypothesis import seed as hypothesis_seed
     from hypothesis import strategies as st

@@ -45,6 +45,7 @@ from ._search import (
     UnsafeToolWarning,
     _examples,
     _fuzz_with,
+    _hide_oracle_failures,
     _session,
     configure,
     stats,
@@ -146,6 +147,7 @@ def fuzz(
     if _loop_running():
         arguments = dict(locals())
         return _off_loop(lambda: fuzz(**arguments))
+    __tracebackhide__ = _hide_oracle_failures
     if mode not in ("memory", "process"):
         raise ValueError(f"mode must be 'memory' or 'process', not {mode!r}")
     _check_client(client)
@@ -287,6 +289,7 @@ def replay(
     >>> from pytest_agentckpt import replay, FaultPlan, CrashAt, Plan
     >>> replay(my_agent, my_tools, Plan((), "done"), FaultPlan((CrashAt("after_model_call"),)))  # doctest: +SKIP
     """
+    __tracebackhide__ = _hide_oracle_failures
     agent = _resolve_run(run)
     _check_tools(tools)
     executor = _Executor(

@@ -163,3 +163,27 @@ def test_world(world):
 '''
     )
     pytester.runpytest_subprocess(*ARGS).assert_outcomes(passed=1)
+
+
+def test_a_failure_s_traceback_ends_at_the_test_s_call_and_other_errors_keep_theirs(pytester: pytest.Pytester) -> None:
+    # The report says what failed; the harness's frames (its whole search function, shown
+    # in source by pytest) only buried it. An error of another kind keeps every frame.
+    pytester.makepyfile(
+        AGENTS
+        + '''
+
+def test_forgetful():
+    fuzz(forgetful, TOOLS, max_examples=20, seed=1)
+
+
+def test_bad_tools():
+    fuzz(forgetful, object(), max_examples=2, seed=1)
+'''
+    )
+    result = pytester.runpytest_subprocess(*ARGS)
+    result.assert_outcomes(failed=2)
+    output = result.stdout.str()
+    forgetful, bad = output.split("_ test_bad_tools _", 1)
+    assert "agentckpt: oracle completed_idempotent failed" in forgetful
+    assert "def _fuzz_with(" not in forgetful and "_search.py" not in forgetful
+    assert "pytest_agentckpt/harness.py" in bad  # the frame that refused the argument

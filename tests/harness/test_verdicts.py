@@ -393,3 +393,41 @@ def test_a_run_that_cannot_take_the_harness_s_arguments_is_refused_before_anythi
                        r"run\(task_id: 'str', goal: 'str'\) -> 'str' does not .*unexpected keyword argument 'client'"):
         fuzz(run, toolbox(), seed=1, max_examples=5, database=InMemoryExampleDatabase())
     assert calls == []
+
+
+def test_a_save_that_conflicts_because_the_attempt_never_loaded_is_explained() -> None:
+    # An agent that resumes from a copy of its last acknowledged save (never loading)
+    # saves with a version from before the crash: the store's ConflictError says "another
+    # writer saved first", which there was not. The report says what happened instead.
+    from tests.harness.toolkit import toolbox
+    from tests.zoo._base import Loop, agent
+
+    cache: dict[str, Any] = {}
+
+    class Cached:
+        def __init__(self, store: Any) -> None:
+            self.store = store
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.store, name)
+
+        def load(self, task_id: str) -> Any:
+            if task_id in cache:  # the bug: the copy kept in memory, not the store's
+                return cache[task_id].model_copy(deep=True)
+            return self.store.load(task_id)
+
+        def save(self, checkpoint: Any) -> Any:
+            saved = self.store.save(checkpoint)
+            cache[checkpoint.task_id] = saved.model_copy(deep=True)
+            return saved
+
+    sound = agent(Loop)
+
+    def run(task_id: str, goal: str, *, client: Any, store: Any, tools: Any) -> str:
+        return sound(task_id, goal, client=client, store=Cached(store), tools=tools)
+
+    with pytest.raises(OracleFailure) as caught:
+        fuzz(run, toolbox(), seed=1, max_examples=100, database=InMemoryExampleDatabase(), unsafe_tools="ignore")
+    report = str(caught.value)
+    assert "ConflictError" in report
+    assert "The last attempt saved without loading the checkpoint first (no checkpoint load in it)" in report
