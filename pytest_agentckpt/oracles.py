@@ -919,7 +919,10 @@ def _plain_answer_of_unrun_call(
                     f"{said} If the agent could not know the outcome (a crash after the intent "
                     "was recorded), answer with is_error: true: a model asks again for a call "
                     "answered with an error, and fuzz reports the tool unsafe if the first call "
-                    "had happened."
+                    "had happened. (An agent with an outbox answers \"queued\" on purpose and "
+                    "makes the call later: then the entry was lost or never dispatched. Save the "
+                    "entry with the turn that asked for it, mark it dispatched only after the "
+                    "call, and dispatch what is left when it resumes.)"
                 )
             return (
                 f"{said} Within one attempt: something failed before the tool ran (a failed "
@@ -1457,6 +1460,7 @@ def recorded_work_not_redone(timeline: Timeline) -> list[Violation]:
     #: The first durable save that answered each tool_use id, and when each call ran.
     first_answer: dict[str, int] = {}
     calls: dict[tuple[str, str], list[int]] = defaultdict(list)
+    call_keys: dict[tuple[str, str], set[str]] = defaultdict(set)
     # The checkpoints the agent restarted or read again since their latest save: only in
     # those can a request repeat recorded work. Before that it still has what it saved,
     # and a request alike is a new conversation (a second sub-task like the first).
@@ -1549,9 +1553,18 @@ def recorded_work_not_redone(timeline: Timeline) -> list[Violation]:
             ids = asked.get(call, set())
             ran = calls[call]
             ran.append(event.seq)
+            key = event.data.get("key")
+            # A key no earlier run of the same call carried is a call of its own (an
+            # outbox's second entry with the same input, dispatched before its answer was
+            # saved), not a repeat; a repeat under a new key is an effect more than the
+            # model asked for, which no_duplicate_effect judges.
+            new_key = key is not None and key not in call_keys[call]
+            if key is not None:
+                call_keys[call].add(key)
             if (
                 durable
                 and ids
+                and not new_key
                 and ids <= answered
                 and all(any(seq < first_answer[i] for seq in ran) for i in ids)
             ):

@@ -511,6 +511,17 @@ def check_atomic_under_kill(ctx: CertifyContext) -> str:
     return f"{judged} SIGKILLs mid-save: every load was one whole save"
 
 
+def _version_a_new_instance_loads(ctx: CertifyContext, namespace: str, task_id: str) -> int | None:
+    """What a new instance loads (its version), to tell a stale reader from a lost save."""
+    if not namespace:
+        return None
+    try:
+        loaded = ctx.new_store(namespace).load(task_id)
+    except Exception:  # the failure stays the one already found
+        return None
+    return None if loaded is None else loaded.version
+
+
 def check_acknowledged_survive_kill(ctx: CertifyContext) -> str:
     experiment = _kills(ctx)
     judged = 0
@@ -520,6 +531,18 @@ def check_acknowledged_survive_kill(ctx: CertifyContext) -> str:
         judged += 1
         if kill.loaded_version is None or kill.loaded_version < kill.last_ack:
             found = "nothing" if kill.loaded_version is None else f"version {kill.loaded_version}"
+            fresh = _version_a_new_instance_loads(ctx, experiment.namespace, kill.task_id)
+            if fresh is not None and fresh >= kill.last_ack:
+                raise ContractFailed(
+                    f"version {kill.last_ack} was acknowledged to the writer; after SIGKILL the "
+                    f"instance made before the kill loads {found}, while a new instance loads "
+                    f"version {fresh}: the save was durable, but the older instance's view is "
+                    "stale (a cache, or a read transaction it never ends: a REPEATABLE READ "
+                    "snapshot), and a supervisor resuming the task with it resumes from old "
+                    "state (fresh_reads checks stale reads too)",
+                    f"task {kill.task_id}, killed {kill.delay * 1000:.0f} ms after its first save",
+                    ctx.reproduce("acknowledged_survive_kill"),
+                )
             raise ContractFailed(
                 f"version {kill.last_ack} was acknowledged to the writer, but after SIGKILL "
                 f"the store holds {found}: the save was acknowledged before it was durable",
@@ -806,7 +829,31 @@ def check_listing(ctx: CertifyContext) -> str:
         raise ContractFailed(f"the listing summary of task b is stale or wrong: {b}")
     if not isinstance(b.updated_at, _dt.datetime):
         raise ContractFailed("the listing summary has no updated_at")
-    return f"{len(cases)} status/metadata filters return the right tasks in task_id order"
+    apart = _namespaces_apart(ctx, prefix, saved["b"].task_id)
+    return f"{len(cases)} status/metadata filters return the right tasks in task_id order{apart}"
+
+
+def _namespaces_apart(ctx: CertifyContext, prefix: str, task_id: str) -> str:
+    """A store of another namespace neither lists nor loads this one's tasks (when the
+    factory takes a namespace): a listing that ignores it shows another tenant's tasks,
+    and a clean-up job that works from the listing deletes them."""
+    if not ctx.factory.takes_namespace:
+        return " (the factory takes no namespace: namespaces not checked)"
+    other = ctx.new_store()
+    listed = [s.task_id for s in other.list_checkpoints() if s.task_id.startswith(prefix + "-")]
+    if listed:
+        raise ContractFailed(
+            f"a store made with another namespace lists {len(listed)} task(s) saved in this one "
+            f"({listed[0]!r}, ...): the listing ignores the namespace. A store's namespace (its "
+            "table prefix, key prefix, directory) must scope list_checkpoints too, or a worker "
+            "or clean-up job of one namespace picks up or deletes another's tasks"
+        )
+    if other.load(task_id) is not None:
+        raise ContractFailed(
+            f"a store made with another namespace loads {task_id!r}, saved in this one: the "
+            "namespace does not scope load (two namespaces share their tasks)"
+        )
+    return "; a store of another namespace neither lists nor loads them"
 
 
 # -- optional ------------------------------------------------------------------------------
@@ -1012,7 +1059,8 @@ CONTRACTS: tuple[Contract, ...] = (
              "starts clean.", check_delete),
     Contract("listing", "Listing filters", True,
              "Listing by status and metadata (workers picking up orphans) returns exactly the "
-             "matching tasks, ordered by task_id, with current summaries.", check_listing),
+             "matching tasks, ordered by task_id, with current summaries; a store of another "
+             "namespace neither lists nor loads them.", check_listing),
     Contract("incremental", "Incremental saves", False,
              "Declared by info().incremental: a one-message save writes about one message, "
              "so bytes over a run grow linearly, not quadratically.", check_incremental),

@@ -61,6 +61,8 @@ class KillExperiment:
     """All rounds of one run."""
 
     rounds: tuple[KillRound, ...]
+    #: The namespace the rounds wrote in (a contract may look again with a new instance).
+    namespace: str = ""
 
 
 def _crash_writer(spec: str, namespace: str, task_id: str, conn: Any) -> None:
@@ -262,4 +264,4 @@ def run_kill_experiment(ctx: CertifyContext) -> KillExperiment:
             KillRound(task_id, round(delay, 4), last_ack, loaded_version, load_error, mix, finished,
                       recovery)
         )
-    return KillExperiment(tuple(rounds))
+    return KillExperiment(tuple(rounds), namespace)

@@ -251,6 +251,42 @@ class StaleCacheStore(DirectoryStore):
         self._cache.pop(task_id, None)
 
 
+class SnapshotStore(DirectoryStore):
+    """Loads from a snapshot of the directory taken at its first load, as a REPEATABLE READ
+    transaction that is never ended sees the database: later saves of other instances and
+    processes are invisible to it; its own update the snapshot."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self._snapshot: dict[str, bytes] | None = None
+
+    def _view(self) -> dict[str, bytes]:
+        if self._snapshot is None:
+            with self._locked(exclusive=False):
+                self._snapshot = {unquote(path.stem): path.read_bytes() for path in self.root.glob("*.json")}
+        return self._snapshot
+
+    def load(self, task_id: str) -> Checkpoint | None:
+        data = self._view().get(task_id)
+        return None if data is None else self._decode(task_id, data)
+
+    def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        saved = super().save(checkpoint)
+        with self._locked(exclusive=False):
+            data = self._read(saved.task_id)
+        if data is not None:
+            self._view()[saved.task_id] = data
+        return saved
+
+    def delete(self, task_id: str) -> None:
+        super().delete(task_id)
+        self._view().pop(task_id, None)
+
+
+def make_snapshot(namespace: str) -> SnapshotStore:
+    return SnapshotStore(_root("snapshot", namespace))
+
+
 def make_no_cas(namespace: str) -> NoCasStore:
     return NoCasStore(_root("no-cas", namespace))
 
@@ -598,6 +634,30 @@ class ListingIgnoresSchemaStore(DirectoryStore):
                         summary.metadata, metadata):
                     summaries.append(summary)
         return sorted(summaries, key=lambda s: s.task_id)
+
+
+class ListsEveryNamespaceStore(DirectoryStore):
+    """Lists the heads of every namespace's directory, not its own (a listing query without
+    the tenant's WHERE clause): another tenant's tasks show up, for its cleanup to delete."""
+
+    def list_checkpoints(self, **filters: Any) -> Any:
+        status, metadata = filters.get("status"), filters.get("metadata")
+        summaries = []
+        with self._locked(exclusive=False):
+            for path in sorted(self.root.parent.glob("*/*.json")):
+                try:
+                    head = json.loads(path.read_bytes())["head"]
+                except (OSError, ValueError, KeyError):
+                    continue  # another namespace's file mid-write or gone
+                summary = decode_summary(unquote(path.stem), head)
+                if (status is None or summary.status == status) and metadata_matches(
+                        summary.metadata, metadata):
+                    summaries.append(summary)
+        return sorted(summaries, key=lambda s: s.task_id)
+
+
+def make_lists_every_namespace(namespace: str) -> ListsEveryNamespaceStore:
+    return ListsEveryNamespaceStore(_root("lists-every-namespace", namespace))
 
 
 def make_append_log(namespace: str) -> AppendLogStore:

@@ -92,3 +92,22 @@ def test_the_reproduce_line_repeats_the_budget_and_the_time_limit(tmp_path: Path
                      "--agentckpt-certify-timeout", "90", "-k", "corruption_reported")
     assert result.returncode == 1, result.stdout + result.stderr
     assert "--only corruption_reported --seed 4 --quick --timeout 90" in result.stdout
+
+
+def test_the_pytest_script_imports_a_factory_module_from_the_current_directory(tmp_path: Path) -> None:
+    # `agentckpt certify mystore:make` found it; the `pytest` script (unlike `python -m
+    # pytest`) does not put the current directory on sys.path, and said it could not.
+    (tmp_path / "mystore.py").write_text(
+        "from pytest_agentckpt.certify.builtin import sqlite\n\n\n"
+        "def make(namespace):\n    return sqlite(namespace)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("CI", None)
+    script = Path(sys.executable).parent / "pytest"
+    result = subprocess.run(
+        [str(script), "-p", "no:cacheprovider", "--rootdir", str(tmp_path), "-c", os.devnull,
+         "--agentckpt-certify", "mystore:make", "--agentckpt-certify-quick", "-k", "round_trip or listing"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "2 passed" in result.stdout

@@ -245,6 +245,23 @@ def test_a_call_answered_with_a_plain_result_it_never_ran_for_within_an_attempt_
     assert "Within one attempt" in violation.message and "is_error: true" in violation.message
 
 
+def test_a_call_answered_queued_and_never_made_across_a_crash_names_the_outbox_fix_too() -> None:
+    # An outbox answers "queued" on purpose: answering with is_error (the advice for an
+    # outcome the agent cannot know) would have its model ask again; the fix is the outbox's.
+    queued = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "queued"}]}
+    timeline = _timeline(
+        _response(("t1", "send", {"to": "a"})),
+        ("crash", {"point": "after_checkpoint_write", "occurrence": 1}),
+        ("attempt_end", {"outcome": "crash"}),
+        ("attempt", {}),
+        ("model_request", {"index": 2, "messages": [GOAL, USE, queued]}),
+    )
+    [violation], _ = no_duplicate_effect(timeline, _baseline({SEND: 1}), FLAGS, completed=True)
+    assert "answered tool_use t1 with a result that is not an error (queued)" in violation.message
+    assert "An agent with an outbox" in violation.message
+    assert "dispatch what is left when it resumes" in violation.message
+
+
 def test_a_wrong_answer_without_a_crash_is_not_said_to_come_from_a_resume() -> None:
     timeline = _timeline(("api_fault", {"fault": "max_tokens", "index": 2}))
     [violation] = same_answer("the final an", _baseline({}, "the final answer"), completed=True, timeline=timeline)
@@ -418,6 +435,32 @@ def test_a_call_made_after_its_result_was_saved_is_an_outbox_dispatch_not_redone
         ("tool_call", {"tool": "send", "input": {"to": "a"}, "key": None}),
     )
     assert recorded_work_not_redone(dispatched) == []
+
+
+def test_an_outbox_entry_with_the_same_input_as_an_earlier_one_is_its_own_call_when_its_key_differs() -> None:
+    # Two calls asked with the same input (t1, t2). On resume the outbox dispatches t1's
+    # entry before its answer is saved; later t2's entry (its own key) is dispatched after
+    # its answer. The input matched t1's, whose result the checkpoint held and whose call
+    # ran before that answer: judged by input alone, t2's first and only call was "redone".
+    use2 = {"role": "assistant", "content": [{"type": "tool_use", "id": "t2", "name": "send", "input": {"to": "a"}}]}
+    result2 = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t2", "content": "queued"}]}
+
+    def run(second_key: str) -> Timeline:
+        return _timeline(
+            _response(("t1", "send", {"to": "a"})),
+            _save([GOAL, USE]),
+            ("attempt", {}),
+            ("tool_call", {"tool": "send", "input": {"to": "a"}, "key": "entry-t1"}),
+            _save([GOAL, USE, RESULT], version=2),
+            _response(("t2", "send", {"to": "a"})),
+            _save([GOAL, USE, RESULT, use2, result2], iteration=2, version=3),
+            ("tool_call", {"tool": "send", "input": {"to": "a"}, "key": second_key}),
+        )
+
+    assert recorded_work_not_redone(run("entry-t2")) == []
+    # The same call under the key it already ran with is the recorded work again.
+    [violation] = recorded_work_not_redone(run("entry-t1"))
+    assert "runs again though checkpoint version" in violation.message
 
 
 def test_completed_idempotent_fails_on_any_model_or_tool_call_after_completion() -> None:
