@@ -280,11 +280,6 @@ def _child_main(spec: dict[str, Any]) -> None:
 
 
 # -- the parent ---------------------------------------------------------------------------
-def _context(*modules: str) -> Any:
-    # The agent's own modules too: each child is a fork with everything imported.
-    return process_context(*modules)
-
-
 class _ChildRecord:
     def __init__(self) -> None:
         self.events: list[Event] = []
@@ -440,7 +435,8 @@ class ProcessExecutor:
         self.store = open_store(self.store_url)
         self._ids = itertools.count(1)
         self._prefix = hashlib.sha1(os.urandom(8)).hexdigest()[:8]
-        self._context = _context(run.partition(":")[0], tools.partition(":")[0])
+        # The agent's own modules too: each child is a fork with everything imported.
+        self._context = process_context(run.partition(":")[0], tools.partition(":")[0])
         self._baselines: dict[str, tuple[Baseline, _Outcome]] = {}
         # The history= function applied as the in-process harness applies it (errors and
         # None: "not found in this checkpoint"), to the checkpoints the child sent back.

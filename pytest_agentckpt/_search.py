@@ -459,7 +459,7 @@ def _fuzz_with(
             # outside the `except` blocks, so that an exception the agent raises (and
             # logs) there does not carry this failure's report as its context.
             failed_with: OracleFailure | None = None
-            flaky: Flaky | None = None
+            flaky = False
             try:
                 test()
             except Unsatisfiable:
@@ -471,18 +471,18 @@ def _fuzz_with(
                 ) from None
             except OracleFailure as failure:
                 failed_with = failure
-            except Flaky as error:
+            except Flaky:
                 # The last failing scenario did not fail again when Hypothesis replayed it.
                 if not last_failed:
                     raise
-                flaky = error
+                flaky = True
             if failed_with is not None:
                 if shrink:
                     known.update(smallest)
                     following[0] = True
                     _search_on(target, strategy, chosen_settings, mode.seed, min(examples - first_failure[0], _SEARCH_ON))
                 raise _every_oracle(executor, budget, failed_with, smallest, reproduce, runs=150 if shrink else 16)
-            if flaky is not None:
+            if flaky:
                 failed = last_failed[0]
                 again = _evaluate(executor, failed.plan, failed.faults, budget)
                 raise _unreproducible(failed, again, reproduce, found_after=first_failure[0])

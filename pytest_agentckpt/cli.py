@@ -49,6 +49,7 @@ def _progress(stream: TextIO) -> object:
 
 def _certify(args: argparse.Namespace) -> int:
     from .certify import CONTRACTS, FactoryError, StoreFactory, StoreNotEmptyError, certify
+    from .certify.factory import import_from_cwd
     from .certify.report import to_json, to_markdown, to_text
 
     # Checked before the run: a report that cannot be written is known now, not after it.
@@ -67,10 +68,7 @@ def _certify(args: argparse.Namespace) -> int:
             f"--only {args.only!r} names no contract: give comma-separated ids from "
             f"{', '.join(sorted(known))}, or leave --only out to run them all"
         )
-    # Children started by the process contracts import the factory again: make the
-    # current directory importable for them as it is for us.
-    if "" not in sys.path and str(Path.cwd()) not in sys.path:
-        sys.path.insert(0, str(Path.cwd()))
+    import_from_cwd()
     try:
         factory = StoreFactory.from_spec(args.factory)
     except FactoryError as exc:

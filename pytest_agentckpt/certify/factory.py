@@ -12,7 +12,9 @@ import importlib
 import inspect
 import re
 import secrets
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from stores import CheckpointStore
@@ -135,3 +137,11 @@ class StoreFactory:
 
     def __repr__(self) -> str:
         return f"StoreFactory({self.spec!r})"
+
+
+def import_from_cwd() -> None:
+    """Make a factory module in the current directory importable, here and in the child
+    processes the process contracts start (a console script, unlike ``python -m``, does
+    not put that directory on ``sys.path``)."""
+    if "" not in sys.path and str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))

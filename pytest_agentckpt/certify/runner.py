@@ -291,13 +291,7 @@ def certify(
     if timeout is not None and not timeout > 0:
         raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
     seed = random.randrange(2**32) if seed is None else seed
-    budget = QUICK if quick else FULL
-    if timeout is not None:
-        budget = replace(budget, contract_timeout=float(timeout))
-    options = [*(["--quick"] if quick else []), *(["--scratch"] if scratch else []),
-               *([f"--timeout {timeout:g}"] if timeout is not None else [])]
-    ctx = CertifyContext(factory=factory, seed=seed, budget=budget, scratch=scratch,
-                         reproduce_options=" ".join(options))
+    ctx = new_context(factory, seed=seed, quick=quick, scratch=scratch, timeout=timeout)
     started = time.monotonic()
     try:
         info = _prepare(ctx)
@@ -334,6 +328,26 @@ def certify(
         _run_bounded(ctx.close, ctx.budget.contract_timeout)
     report.seconds = time.monotonic() - started
     return report
+
+
+def new_context(
+    factory: StoreFactory,
+    *,
+    seed: int,
+    quick: bool,
+    scratch: bool,
+    timeout: float | None,
+    scratch_hint: str = "--scratch",
+) -> CertifyContext:
+    """A run's context from what the user chose: the budget, and the options a failure's
+    ``reproduce:`` line repeats (the CLI's names, whichever form the run was started in)."""
+    budget = QUICK if quick else FULL
+    if timeout is not None:
+        budget = replace(budget, contract_timeout=float(timeout))
+    options = [*(["--quick"] if quick else []), *(["--scratch"] if scratch else []),
+               *([f"--timeout {timeout:g}"] if timeout is not None else [])]
+    return CertifyContext(factory=factory, seed=seed, budget=budget, scratch=scratch,
+                          scratch_hint=scratch_hint, reproduce_options=" ".join(options))
 
 
 def _prepare(ctx: CertifyContext, option: str = "--timeout") -> StoreInfo:

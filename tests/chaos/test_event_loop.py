@@ -60,7 +60,8 @@ def pytest_pyfunc_call(pyfuncitem):
     return True
 '''
 
-TEST = '''
+#: The test modules' common head: the gather agent and a plan with two parallel calls.
+HEAD = '''
 import pytest
 import gather_agent
 from reference_agent.scripted import Plan, Step, ToolCall
@@ -70,6 +71,9 @@ PLAN = Plan(
                  ToolCall("send_invoice", {"customer": "acme", "amount": 120}))),),
     final_answer="done",
 )
+'''
+
+TEST = HEAD + '''
 
 
 @pytest.mark.agentckpt_model(plan=PLAN)
@@ -88,17 +92,8 @@ def test_a_crash_in_a_gathered_task_leaves_no_unretrieved_task_exception(pyteste
     assert "Task exception was never retrieved" not in messages, messages
 
 
-SYNC_TEST = '''
+SYNC_TEST = HEAD + '''
 import asyncio
-import pytest
-import gather_agent
-from reference_agent.scripted import Plan, Step, ToolCall
-
-PLAN = Plan(
-    steps=(Step((ToolCall("fetch_page", {"url": "https://example.com/terms"}),
-                 ToolCall("send_invoice", {"customer": "acme", "amount": 120}))),),
-    final_answer="done",
-)
 
 
 @pytest.mark.agentckpt_model(plan=PLAN)
