@@ -41,6 +41,7 @@ from .factory import new_namespace
 from .generators import LINE_SEPARATORS, checkpoints, deep_value, every_block_type_messages
 from .restart import check_durable_restart
 from .sharing import needs_cross_process
+from .task_ids import check_task_id_fidelity
 
 __all__ = ["CONTRACTS", "Contract", "contract_by_id"]
 
@@ -1061,6 +1062,12 @@ CONTRACTS: tuple[Contract, ...] = (
              "Listing by status and metadata (workers picking up orphans) returns exactly the "
              "matching tasks, ordered by task_id, with current summaries; a store of another "
              "namespace neither lists nor loads them.", check_listing),
+    Contract("task_id_fidelity", "Task ids kept apart", True,
+             "Every task id names its own checkpoint: ids that differ only in case, spaces, "
+             "Unicode normalisation, '/' against '_', path segments, a 4-byte character or "
+             "the end of a long id are never merged (a merge makes one task resume another "
+             "task's checkpoint), are loaded and listed exactly as spelled, and deleting one "
+             "leaves the others.", check_task_id_fidelity),
     Contract("incremental", "Incremental saves", False,
              "Declared by info().incremental: a one-message save writes about one message, "
              "so bytes over a run grow linearly, not quadratically.", check_incremental),

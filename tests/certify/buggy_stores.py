@@ -11,11 +11,13 @@ import datetime as _dt
 import fcntl
 import json
 import os
+import re
 import secrets
 import sys
 import tempfile
 import threading
 import time
+import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -696,3 +698,119 @@ class AppendAtEndQuickStore(AppendAtEndStore):
 
 def make_append_at_end_quick(namespace: str) -> AppendAtEndQuickStore:
     return AppendAtEndQuickStore(_root("append-at-end-quick", namespace))
+
+
+# -- task ids merged: each breaks task_id_fidelity only ---------------------------------------
+# Every other contract uses ids like ``certify-<hex>-name-N`` (lowercase letters, digits,
+# '-'), which each of these keeps apart: only ids that differ in the way it merges show it.
+
+
+class _MappedIdStore(DirectoryStore):
+    """The directory store with the file of a task named by ``_key(task_id)``, quoted.
+
+    ``_key`` is where a real store merges ids (a collation, a sanitized file name, a
+    short column). The head keeps the id the checkpoint was saved under, and listings
+    show that, as a database row keeps the spelling it was first inserted with.
+    """
+
+    def _key(self, task_id: str) -> str:
+        raise NotImplementedError
+
+    def _file(self, task_id: str) -> Path:
+        return self.root / (quote(self._key(task_id), safe="") + ".json")
+
+    def list_checkpoints(self, **filters: Any) -> Any:
+        status, metadata = filters.get("status"), filters.get("metadata")
+        summaries = []
+        with self._locked(exclusive=False):
+            for path in sorted(self.root.glob("*.json")):
+                head = loads(path.read_bytes(), task_id=unquote(path.stem))["head"]
+                summary = decode_summary(head["task_id"], head)
+                if (status is None or summary.status == status) and metadata_matches(
+                        summary.metadata, metadata):
+                    summaries.append(summary)
+        return sorted(summaries, key=lambda s: s.task_id)
+
+
+class CaseInsensitiveStore(_MappedIdStore):
+    """Finds a task case-insensitively (a MySQL ``_ci`` collation, a case-insensitive file
+    system) and hands the row back as the task that asked: 'Report' resumes 'report'."""
+
+    def _key(self, task_id: str) -> str:
+        return task_id.casefold()
+
+    def _decode(self, task_id: str, data: bytes) -> Checkpoint:
+        record = loads(data, task_id=task_id)
+        head = dict(record["head"])
+        stored_id = head["task_id"]
+        checkpoint = decode_checkpoint(stored_id, head, record.get("messages") or [])
+        return checkpoint.model_copy(update={"task_id": task_id})
+
+
+class SanitizingStore(_MappedIdStore):
+    """Makes a file name of the id by replacing every character outside [A-Za-z0-9._-] with
+    '_' (the usual "safe file name"): 'a/b', 'a_b' and 'a b' are one file. The codec's head
+    check turns the other task's file into a CorruptCheckpointError on load."""
+
+    def _key(self, task_id: str) -> str:
+        return re.sub(r"[^A-Za-z0-9._-]", "_", task_id)
+
+
+class TruncatingStore(_MappedIdStore):
+    """Keeps the first 191 characters of the id (MySQL's VARCHAR(191), the longest utf8mb4
+    key an old index allows, in a non-strict mode that truncates): long ids merge."""
+
+    def _key(self, task_id: str) -> str:
+        return task_id[:191]
+
+
+class TrimmingStore(_MappedIdStore):
+    """Compares ids without their trailing spaces (a PAD SPACE collation, a CHAR column)."""
+
+    def _key(self, task_id: str) -> str:
+        return task_id.rstrip(" ")
+
+
+class NormalizingStore(_MappedIdStore):
+    """Normalises ids to NFC (a file system that normalises names, an ORM that cleans
+    input): 'café' composed and decomposed are one task."""
+
+    def _key(self, task_id: str) -> str:
+        return unicodedata.normalize("NFC", task_id)
+
+
+class LikeDeleteStore(DirectoryStore):
+    """Saves, loads and lists each id exactly, but deletes with a pattern
+    (``DELETE ... WHERE task_id LIKE %s`` without escaping): '_' and '%' are wildcards,
+    so deleting 'a_b' deletes 'a/b' too."""
+
+    def delete(self, task_id: str) -> None:
+        pattern = "".join(".*" if c == "%" else "." if c == "_" else re.escape(c) for c in task_id)
+        with self._locked(exclusive=True):
+            for path in self.root.glob("*.json"):
+                if re.fullmatch(pattern, unquote(path.stem), flags=re.DOTALL):
+                    path.unlink(missing_ok=True)
+
+
+def make_case_insensitive(namespace: str) -> CaseInsensitiveStore:
+    return CaseInsensitiveStore(_root("case-insensitive", namespace))
+
+
+def make_sanitizing(namespace: str) -> SanitizingStore:
+    return SanitizingStore(_root("sanitizing", namespace))
+
+
+def make_truncating(namespace: str) -> TruncatingStore:
+    return TruncatingStore(_root("truncating", namespace))
+
+
+def make_trimming(namespace: str) -> TrimmingStore:
+    return TrimmingStore(_root("trimming", namespace))
+
+
+def make_normalizing(namespace: str) -> NormalizingStore:
+    return NormalizingStore(_root("normalizing", namespace))
+
+
+def make_like_delete(namespace: str) -> LikeDeleteStore:
+    return LikeDeleteStore(_root("like-delete", namespace))

@@ -6,6 +6,8 @@ state-machine and both lost-update contracts exercise, so it fails all four.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from pytest_agentckpt.certify import CONTRACTS, CertificationReport, Outcome, certify
@@ -31,6 +33,13 @@ EXPECTED_FAILURES = {
     "lists_own_tasks": {"fresh_reads"},
     "listing_ignores_schema": {"newer_schema_refused"},
     "lists_every_namespace": {"listing"},
+    # Key mappings that merge task ids the other contracts' ids never tell apart.
+    "case_insensitive": {"task_id_fidelity"},
+    "sanitizing": {"task_id_fidelity"},
+    "truncating": {"task_id_fidelity"},
+    "trimming": {"task_id_fidelity"},
+    "normalizing": {"task_id_fidelity"},
+    "like_delete": {"task_id_fidelity"},
 }
 
 REQUIRED = {c.id for c in CONTRACTS if c.required}
@@ -137,3 +146,60 @@ def test_a_reader_with_a_stale_snapshot_is_not_called_a_lost_save() -> None:
     assert "while a new instance loads version" in survive.summary
     assert "the save was durable, but the older instance's view is stale" in survive.summary
     assert "acknowledged before it was durable" not in survive.summary
+
+
+@pytest.mark.parametrize(("name", "first", "second", "words"), [
+    # Found case-insensitively and handed back as the task that asked: a conflict on create.
+    ("case_insensitive", "-case-report", "-case-Report", "as if it existed already"),
+    ("sanitizing", "-space-pad ", "-space-pad\t", "naming the first"),
+    ("trimming", "-space-pad", "-space-pad ", "naming the first"),
+    ("normalizing", "-accent-caf\u00e9", "-accent-cafe\u0301", "naming the first"),
+    ("like_delete", "-sep-a_b", "-sep-a/b", "deleting the first removed the second too"),
+])
+@pytest.mark.parametrize("seed", [13, 32])  # fixed ids, not drawn: caught whatever the seed
+def test_merged_task_ids_are_named_with_what_to_do(
+        name: str, first: str, second: str, words: str, seed: int) -> None:
+    report = certify(f"tests.certify.buggy_stores:make_{name}", quick=True, seed=seed,
+                     only=["task_id_fidelity"], figures=False)
+    result = report.result("task_id_fidelity")
+    assert result.outcome is Outcome.FAILED, result.summary
+    assert report.exit_code() == 1
+    # Both ids, shown escaped (NFC and NFD look alike otherwise), and how they differ.
+    named = re.findall(r"task ids ('[^']*') and ('[^']*')", result.summary)
+    assert named, result.summary
+    shown_first, shown_second = named[0]
+    assert shown_first.startswith("'certify-") and shown_second.startswith("'certify-")
+    assert shown_first.endswith(ascii(first)[1:]), result.summary
+    assert shown_second.endswith(ascii(second)[1:]), result.summary
+    assert words in result.summary
+    assert "differ only in" in result.summary
+    # What to do about it.
+    assert "utf8mb4_bin" in result.summary and "injectively" in result.summary
+    assert "--only task_id_fidelity" in result.reproduce
+
+
+def test_truncated_ids_are_named_by_both_ends_and_their_length() -> None:
+    report = certify("tests.certify.buggy_stores:make_truncating", quick=True, seed=1,
+                     only=["task_id_fidelity"], figures=False)
+    summary = report.result("task_id_fidelity").summary
+    assert re.search(r"task ids '[^']*…x+a' \(200 characters\) and '[^']*…x+b' \(200 characters\)",
+                     summary), summary
+    assert "differ only in the last one" in summary
+    details = report.result("task_id_fidelity").details
+    assert details.count("in UTF-8: b'certify-") == 2  # the whole ids, in the details
+
+
+def test_task_id_fidelity_ids_stay_inside_the_runs_prefix() -> None:
+    # Every id starts with one of the run's task ids, and no path segment climbs out of it.
+    import posixpath
+
+    from pytest_agentckpt.certify.factory import is_certify_task
+    from pytest_agentckpt.certify.task_ids import LONG_TASK_ID, fidelity_task_ids
+
+    base = "certify-0123456789-ids-7"
+    ids = [task_id for task_id, _ in fidelity_task_ids(base)]
+    assert len(set(ids)) == len(ids)
+    for task_id in ids:
+        assert task_id.startswith(base + "-") and is_certify_task(task_id)
+        assert posixpath.normpath(task_id).startswith(base + "-")
+        assert "\x00" not in task_id and len(task_id) <= LONG_TASK_ID

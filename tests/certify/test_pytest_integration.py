@@ -25,7 +25,7 @@ def test_option_adds_one_passing_test_per_contract_for_a_correct_store(tmp_path:
                      "--agentckpt-certify-quick", "--agentckpt-certify-seed", "3")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "agentckpt certify: pytest_agentckpt.certify.builtin:sqlite (seed 3" in result.stdout
-    assert "16 passed, 1 skipped" in result.stdout  # ttl: not declared, not applicable
+    assert "17 passed, 1 skipped" in result.stdout  # ttl: not declared, not applicable
     assert "not applicable" in result.stdout
 
 
@@ -33,7 +33,7 @@ def test_required_contracts_that_are_not_checkable_fail_instead_of_skipping(tmp_
     result = _pytest(tmp_path, "--agentckpt-certify", "pytest_agentckpt.certify.builtin:memory",
                      "--agentckpt-certify-quick", "--agentckpt-certify-seed", "3")
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "5 failed, 10 passed, 2 skipped" in result.stdout  # 2 optional ones: not applicable
+    assert "5 failed, 11 passed, 2 skipped" in result.stdout  # 2 optional ones: not applicable
     assert ("atomic_under_kill is required but not checkable (needs instances in separate "
             "processes that share data)") in result.stdout
 
