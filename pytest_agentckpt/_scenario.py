@@ -584,6 +584,15 @@ def run_counts(injector: FaultInjector, hits: Counter[str] | None = None, store_
     )
 
 
+def _quiet_crashes(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """An attempt's event loop's exception handler: a crash leaves the task it was raised
+    in with its exception unread (it stopped the loop, as a process's death stops every
+    task), and asyncio would log each such task, traceback and all, when it is freed."""
+    if isinstance(context.get("exception"), Crash):
+        return
+    loop.default_exception_handler(context)
+
+
 class _Executor:
     """Runs one agent through plans and fault plans, in process."""
 
@@ -766,6 +775,7 @@ class _Executor:
             async_client = self.router.async_client()
 
             async def main() -> Any:
+                asyncio.get_running_loop().set_exception_handler(_quiet_crashes)
                 try:
                     return await self.run(task_id, self.goal, client=async_client, store=store, tools=tools)
                 finally:

@@ -774,6 +774,7 @@ class FaultInjector:
                 # What else steers the model: compared with the crash-free run's after a
                 # resume (resume_drift_advice). Shared with the request, not copied.
                 extra["system"] = body.get("system")
+                extra["tool_choice"] = body.get("tool_choice")
                 tools = body.get("tools")
                 extra["tools"] = (
                     tuple(str(t.get("name")) for t in tools if isinstance(t, dict)) if isinstance(tools, list) else ()

@@ -993,13 +993,21 @@ def give_up_advice(timeline: Timeline) -> list[Advice]:
             and not unsaved_effect
         ):
             names = ", ".join(dict.fromkeys(f"{e.data['tool']}({_short(e.data['input'], 40)})" for e in pending))
+            # A call made with an idempotency key is not in doubt: a resume sends it again
+            # under the same key, and the tool drops the repeat.
+            keyed = all(e.data.get("key") is not None for e in pending)
+            then = (
+                "the resume sends it again with its idempotency key, and the tool drops the repeat"
+                if keyed
+                else "the action is then in doubt on resume"
+            )
             advice.append(
                 Advice(
                     "store_give_up",
                     f"attempt {event.attempt} stopped on a failed checkpoint write while the "
-                    f"outcome of {names} was not recorded; that is allowed (the action is then "
-                    "in doubt on resume), but a transient store outage is better met by retrying "
-                    "the outcome write with backoff before giving up.",
+                    f"outcome of {names} was not recorded; that is allowed ({then}), but a "
+                    "transient store outage is better met by retrying the outcome write with "
+                    "backoff before giving up.",
                 )
             )
             pending, failed_write = [], False
@@ -1468,6 +1476,8 @@ def recorded_work_not_redone(timeline: Timeline) -> list[Violation]:
     # The messages of each request, the streamed replies not yet read to their end, and
     # the saves made while some were (request indices).
     requests: dict[Any, Sequence[Any]] = {}
+    request_events: dict[Any, Event] = {}
+    response_ids: dict[Any, frozenset[str]] = {}
     streaming: set[Any] = set()
     mid_stream: dict[int, frozenset[Any]] = {}
     # Each save by checkpoint and version, and the save each checkpoint was loaded from,
@@ -1505,6 +1515,7 @@ def recorded_work_not_redone(timeline: Timeline) -> list[Violation]:
         elif event.kind == "model_response":
             for tool_use_id, name, tool_input in event.data.get("tool_uses", ()):
                 asked[(name, canonical(tool_input))].add(tool_use_id)
+            response_ids[event.data.get("index")] = frozenset(u[0] for u in event.data.get("tool_uses", ()))
             if event.data.get("streamed"):
                 streaming.add(event.data.get("index"))
         elif event.kind == "model_delivered":
@@ -1512,6 +1523,7 @@ def recorded_work_not_redone(timeline: Timeline) -> list[Violation]:
         elif event.kind == "model_request":
             sent = event.data.get("messages", [])
             requests[event.data.get("index")] = sent
+            request_events[event.data.get("index")] = event
             if not durable:
                 continue
             latest = _conversation_save(durable, touched, sent)
@@ -1532,6 +1544,7 @@ def recorded_work_not_redone(timeline: Timeline) -> list[Violation]:
                     and stored[n].get("role") == "assistant"
                     and _same_history(stored[:n], sent)
                     and not _draft_of_streaming_reply(stored, n, mid_stream.get(saved.seq, frozenset()), requests)
+                    and not _another_question(timeline, event, stored, n, request_events, response_ids)
                 ):
                     hint = (
                         _not_resumed_hint(timeline, saved, event)
@@ -1582,6 +1595,89 @@ def recorded_work_not_redone(timeline: Timeline) -> list[Violation]:
                     )
                 ]
     return []
+
+
+def _another_question(
+    timeline: Timeline,
+    event: Event,
+    stored: Sequence[Any],
+    n: int,
+    request_events: Mapping[Any, Event],
+    response_ids: Mapping[Any, frozenset[str]],
+) -> bool:
+    """Whether request ``event``, which sends the history ``stored[:n]`` again, asks the
+    model another question than the one ``stored[n]`` answered, so that it cannot be asking
+    for that reply again: a summary of the history made to compact it, say.
+
+    It is when the reply calls tools and the request offers none (``tool_choice`` ``none``,
+    or no tools); or when the request has another system prompt than the one the reply
+    came from (found by the reply's ``tool_use`` ids; for a reply without calls, every
+    earlier request that sent the same history) and its own reply never takes
+    ``stored[n]``'s place: an agent that asks again under a system prompt changed on
+    resume goes on from the new reply."""
+    ids = _call_ids(stored[n])
+    choice = event.data.get("tool_choice")
+    offers_none = ("tools" in event.data and not event.data["tools"]) or (
+        isinstance(choice, Mapping) and choice.get("type") == "none"
+    )
+    if ids and offers_none:
+        return True
+    if "system" not in event.data:
+        return False
+    if ids:
+        sources = [request_events[i] for i, got in response_ids.items() if got == ids and i in request_events]
+    else:
+        sources = [e for e in request_events.values() if _same_history(stored[:n], e.data.get("messages", []))]
+    sources = [e for e in sources if e.seq < event.seq]
+    if not sources or any(e.data.get("system") == event.data.get("system") for e in sources):
+        return False
+    return not _reply_continues(timeline, event, stored[:n])
+
+
+def _call_ids(message: Any) -> frozenset[str]:
+    content = message.get("content") if isinstance(message, Mapping) else None
+    return frozenset(
+        str(block.get("id"))
+        for block in (content if isinstance(content, list) else ())
+        if isinstance(block, Mapping) and block.get("type") == "tool_use"
+    )
+
+
+def _reply_continues(timeline: Timeline, request: Event, history: Sequence[Any]) -> bool:
+    """Whether the reply to ``request`` is saved later as the next message of ``history``."""
+    index = request.data.get("index")
+    reply: Event | None = None
+    for later in timeline.events:
+        if later.seq <= request.seq:
+            continue
+        if reply is None:
+            if later.kind == "model_response" and later.data.get("index") == index:
+                reply = later
+            continue
+        if later.kind != "store_save":
+            continue
+        saved = _api_messages(later.data.get("messages") or ())
+        n = len(history)
+        if len(saved) <= n or not isinstance(saved[n], Mapping) or not _same_history(saved[:n], history):
+            continue
+        ids = frozenset(str(u[0]) for u in reply.data.get("tool_uses", ()))
+        if ids:
+            if _call_ids(saved[n]) == ids:
+                return True
+        elif _text_of(saved[n]) == reply.data.get("text"):
+            return True
+    return False
+
+
+def _text_of(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    return "".join(
+        str(block.get("text", ""))
+        for block in (content if isinstance(content, list) else ())
+        if isinstance(block, Mapping) and block.get("type") == "text"
+    )
 
 
 def _draft_of_streaming_reply(

@@ -26,13 +26,13 @@ from pytest_agentckpt.timeline import Timeline
 from tests.harness.toolkit import toolbox
 
 
-def _gave_up_on_a_failed_write(*, saved_before_the_effect: bool) -> Timeline:
+def _gave_up_on_a_failed_write(*, saved_before_the_effect: bool, key: str | None = None) -> Timeline:
     timeline = Timeline()
     timeline.start_attempt()
     timeline.add("model_response", index=1, status=200, tool_uses=[("toolu_1", "send", {"to": "bob"})])
     if saved_before_the_effect:  # the reply, or an intent: the call is durable before it runs
         timeline.add("store_save", task_id="t", version=1, iteration=1, status="running", messages=[])
-    timeline.add("effect", tool="send", input={"to": "bob"}, key=None)
+    timeline.add("effect", tool="send", input={"to": "bob"}, key=key)
     timeline.add("store_save_failed", error="injected store outage on save", reason="outage")
     timeline.add("attempt_end", outcome="error", error="StoreUnavailableError")
     return timeline
@@ -42,6 +42,15 @@ def test_giving_up_on_an_outcome_write_is_called_allowed_when_the_call_was_durab
     advice = give_up_advice(_gave_up_on_a_failed_write(saved_before_the_effect=True))
     assert [a.topic for a in advice] == ["store_give_up"]
     assert "that is allowed" in advice[0].message
+    assert "in doubt" in advice[0].message
+
+
+def test_a_keyed_call_left_unrecorded_is_not_called_in_doubt() -> None:
+    # Its resume sends it again under the same key, and the tool drops the repeat.
+    advice = give_up_advice(_gave_up_on_a_failed_write(saved_before_the_effect=True, key="t-toolu_1"))
+    assert [a.topic for a in advice] == ["store_give_up"]
+    assert "in doubt" not in advice[0].message
+    assert "same key" not in advice[0].message and "its idempotency key" in advice[0].message
 
 
 def test_it_is_not_called_allowed_when_nothing_of_the_call_was_saved_before_it_ran() -> None:

@@ -384,6 +384,62 @@ def test_a_resumed_request_under_another_system_prompt_than_the_crash_free_one_i
     assert resume_drift_advice(clock, _timeline(request(1, [GOAL], "triage at 12:00"), request(2, later, "billing"))) == []
 
 
+def _asked(index: int, messages: list[Any], system: str | None, **extra: Any) -> tuple[str, dict[str, Any]]:
+    return ("model_request", {"index": index, "messages": messages, "system": system, "tools": ("send",), **extra})
+
+
+def _replied(index: int, *uses: tuple[str, str, dict[str, Any]], text: str = "") -> tuple[str, dict[str, Any]]:
+    return ("model_response", {"index": index, "status": 200, "tool_uses": list(uses), "text": text})
+
+
+SENT = ("t1", "send", {"to": "a"})
+
+
+def test_a_summary_of_the_history_is_not_asking_again_for_its_reply() -> None:
+    # A compacting agent sends the saved history up to the kept turn's reply, under a
+    # summariser's prompt: the same messages as that reply's request, another question.
+    def resumed(**summary: Any) -> Timeline:
+        return _timeline(
+            _asked(1, [GOAL], None), _replied(1, SENT), _save([GOAL, USE, RESULT], version=2),
+            ("attempt", {}), ("store_load", {"found": True, "version": 2}),
+            _asked(2, [GOAL], "Summarise the conversation.", **summary), _replied(2, text="a summary"),
+            _save([{"role": "user", "content": "go; a summary"}, USE, RESULT], version=3),
+        )
+
+    # No tool can be called, and the reply held calls: nothing asked for again.
+    assert recorded_work_not_redone(resumed(tool_choice={"type": "none"})) == []
+    # Tools offered, another system prompt, and the reply to it is not what the history
+    # goes on with.
+    assert recorded_work_not_redone(resumed()) == []
+
+
+def test_asking_again_under_a_system_prompt_changed_on_resume_is_still_redone_work() -> None:
+    # The agent dropped the loaded reply and asked for it again, noting the resume in its
+    # system prompt: the new reply takes the old one's place.
+    again = ("t2", "send", {"to": "a"})
+    redone = _timeline(
+        _asked(1, [GOAL], "help"), _replied(1, SENT), _save([GOAL, USE], version=2),
+        ("attempt", {}), ("store_load", {"found": True, "version": 2}),
+        _asked(2, [GOAL], "help (resumed)"), _replied(2, again),
+        _save([GOAL, {"role": "assistant", "content": [{"type": "tool_use", "id": "t2", "name": "send", "input": {"to": "a"}}]}], version=3),
+    )
+    [violation] = recorded_work_not_redone(redone)
+    assert "asks again for reply 1" in violation.message
+    # The same system prompt: a repeat, whatever becomes of the new reply.
+    same = _timeline(
+        _asked(1, [GOAL], "help"), _replied(1, SENT), _save([GOAL, USE], version=2),
+        ("attempt", {}), ("store_load", {"found": True, "version": 2}), _asked(2, [GOAL], "help"),
+    )
+    assert [v.oracle for v in recorded_work_not_redone(same)] == ["recorded_work_not_redone"]
+    # tool_choice none, but the stored reply was text: it could be asked for again so.
+    text = _timeline(
+        _asked(1, [GOAL], "help"), _replied(1, text="done"), _save([GOAL, ANSWER], version=2),
+        ("attempt", {}), ("store_load", {"found": True, "version": 2}),
+        _asked(2, [GOAL], "help", tool_choice={"type": "none"}),
+    )
+    assert [v.oracle for v in recorded_work_not_redone(text)] == ["recorded_work_not_redone"]
+
+
 def test_asking_again_for_a_reply_the_checkpoint_holds_is_redone_work() -> None:
     fresh = _timeline(_save([GOAL, USE]), ("attempt", {}), ("model_request", {"index": 2, "messages": [GOAL]}))
     [violation] = recorded_work_not_redone(fresh)

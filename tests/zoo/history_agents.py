@@ -195,6 +195,10 @@ class Summarises(Journal):
     limit = 5
     #: Bug: compact at the top of the loop, before a resume has answered the loaded reply.
     late_compaction = False
+    #: How the summary is asked for: ``"transcript"``, the older turns as one user message;
+    #: ``"as_is"``, the older turns as they are, under the summariser's system prompt, the
+    #: tools offered (their definitions must come with the calls) but ``tool_choice`` none.
+    summary_request = "transcript"
 
     def run(self) -> str:
         done = self.load()
@@ -225,11 +229,19 @@ class Summarises(Journal):
         if len(messages) <= self.limit:
             return
         older, tail = messages[:-2], messages[-2:]
-        transcript = "\n\n".join(f"{m['role']}: {json.dumps(m['content'])}" for m in older)
-        summary = self.client.messages.create(
-            model=MODEL, max_tokens=512, system=SUMMARISER,
-            messages=[{"role": "user", "content": f"Summarize this conversation:\n\n{transcript}"}],
-        )
+        if self.summary_request == "transcript":
+            transcript = "\n\n".join(f"{m['role']}: {json.dumps(m['content'])}" for m in older)
+            summary = self.client.messages.create(
+                model=MODEL, max_tokens=512, system=SUMMARISER,
+                messages=[{"role": "user", "content": f"Summarize this conversation:\n\n{transcript}"}],
+            )
+        else:
+            # The history as it is saved, which ends where the kept turn's reply was asked
+            # for: the same messages as that request, another question.
+            summary = self.client.messages.create(
+                model=MODEL, max_tokens=512, system=SUMMARISER, messages=older, tools=self.tools.definitions(),
+                tool_choice={"type": "none"},
+            )
         text = text_of(blocks(summary.content)) or "(no summary)"
         head = {"role": "user", "content": f"{self.goal}\n\nSummary of the work so far:\n{text}"}
         self.cp.messages = [head, *tail]
@@ -331,7 +343,7 @@ class TaskGroupLoop(Journal):
         self.settled(use, record, await self.tools.call(use["name"], use["input"], idempotency_key=key))
 
 
-def summarising_agent(**bugs: bool) -> Any:
+def summarising_agent(**bugs: Any) -> Any:
     design = type("Summarises", (Summarises,), bugs)
 
     def run(task_id: str, goal: str, *, client: Any, store: CheckpointStore, tools: Any) -> str:

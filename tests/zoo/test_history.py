@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from hypothesis.database import InMemoryExampleDatabase
 
+from pytest_agentckpt import FaultPlan, OracleFailure, Plan, replay
 from pytest_agentckpt.harness import fuzz
 
 from .history_agents import (
@@ -23,7 +24,12 @@ EXAMPLES = 150
 #: The sound agents in CI: enough to meet every fault kind on every seed, in seconds.
 SOUND_EXAMPLES = 60
 
-SOUND = {"summarises": summarising_agent(), "drafts": drafting_agent(), "taskgroup": taskgroup_agent()}
+SOUND = {
+    "summarises": summarising_agent(),
+    "summarises_as_is": summarising_agent(summary_request="as_is"),
+    "drafts": drafting_agent(),
+    "taskgroup": taskgroup_agent(),
+}
 TWINS = {
     "drafts": (drafting_agent(keeps_draft=True), "valid_sequence"),
     "taskgroup": (taskgroup_agent(count_pending=True), "valid_sequence"),
@@ -61,3 +67,30 @@ def test_the_summarising_twin_that_compacts_before_answering_the_loaded_reply_is
     # to 236 before crashes were also placed by fractions of the run):
     # `python -m tests.benchmarks.bench_search --only history`. Seed 4 finds it after 21.
     twin_caught(lambda: _fuzz("summarises", summarising_agent(late_compaction=True), 4), "valid_sequence", needs_fault=True)
+
+
+def test_a_summary_request_that_sends_the_history_as_it_is_is_no_redone_work() -> None:
+    # An outside round's false alarm: the summary request sends the saved history up to the
+    # kept turn's reply (under the summariser's prompt, tool_choice none), which
+    # recorded_work_not_redone took for asking that reply again when it came first after
+    # a load. The crash-free run made the same request unblamed.
+    step = {"calls": [{"name": "lookup", "input": {"order": "A1"}}], "text": None}
+    plan = Plan.from_dict({"steps": [step, step, step], "final_answer": "answer 0"})
+    run = summarising_agent(summary_request="as_is")
+    replay(run, shop_tools(), plan, FaultPlan())
+    replay(run, shop_tools(), plan, FaultPlan.from_dict({"crashes": [["before_model_call", 4]]}))
+
+
+def test_a_crash_in_an_async_agent_leaves_no_unread_task_exception_in_the_log(caplog: pytest.LogCaptureFixture) -> None:
+    # A crash stops the attempt's event loop from the task it was raised in, which keeps
+    # the exception unread: asyncio logged "Task exception was never retrieved" with a
+    # traceback for each such task (hundreds in one run of an agent with a task group).
+    import gc
+    import logging
+
+    caplog.set_level(logging.ERROR, logger="asyncio")
+    with pytest.raises(OracleFailure):
+        _fuzz("taskgroup", taskgroup_agent(count_pending=True), 20261201, examples=40)
+    gc.collect()
+    unread = [r for r in caplog.records if r.name == "asyncio" and "never retrieved" in r.getMessage()]
+    assert unread == []
