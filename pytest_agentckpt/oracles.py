@@ -1071,6 +1071,11 @@ def resume_drift_advice(timeline: Timeline, baseline: Timeline) -> list[Advice]:
         match = twin(event) if attempt > 1 else None
         if match is None or steering(event) == steering(match):
             continue
+        sent = event.data.get("messages")
+        if any(e.data.get("messages") == sent and steering(e) == steering(event) for e in clean):
+            # The crash-free run sent the same history twice, asking two things of it (the
+            # next turn, and a summary of the history to compact it): this is the second.
+            continue
         what = [
             name
             for name, ours, theirs in (

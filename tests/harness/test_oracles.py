@@ -380,6 +380,12 @@ def test_a_resumed_request_under_another_system_prompt_than_the_crash_free_one_i
     assert "other tools" in resume_drift_advice(tools, clean)[0].message
     # A prompt that differs from the crash-free run's before any resume (a clock in it):
     # nothing can be told from the resumed one.
+    # The crash-free run sent the same history twice, the second time under another
+    # prompt (a summary of it): a resume that begins with that second request drifted not.
+    summary = _timeline(request(1, [GOAL], "triage"), request(2, later, "billing"), request(3, later, "summarise"))
+    assert resume_drift_advice(
+        _timeline(request(1, [GOAL], "triage"), ("attempt", {}), request(2, later, "summarise")), summary
+    ) == []
     clock = _timeline(request(1, [GOAL], "triage at 12:01"), ("attempt", {}), request(2, later, "triage at 12:02"))
     assert resume_drift_advice(clock, _timeline(request(1, [GOAL], "triage at 12:00"), request(2, later, "billing"))) == []
 
