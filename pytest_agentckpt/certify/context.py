@@ -215,13 +215,13 @@ class CertifyContext:
         made.purgeable = not held
         foreign = [task_id for task_id in held if not is_certify_task(task_id)]
         if foreign and not self.scratch:
-            refusal = StoreNotEmptyError(self._refusal_message(store, foreign), foreign[:5])
+            refusal = StoreNotEmptyError(self._refusal_message(store, foreign, chosen), foreign[:5])
             with self._lock:
                 self.refusal = self.refusal or refusal
             raise refusal
         return store
 
-    def _refusal_message(self, store: CheckpointStore, foreign: list[str]) -> str:
+    def _refusal_message(self, store: CheckpointStore, foreign: list[str], namespace: str) -> str:
         try:
             info = store.info()
             where = f" ({info.backend}: {info.url})"
@@ -229,6 +229,21 @@ class CertifyContext:
             where = ""
         shown = ", ".join(repr(task_id) for task_id in foreign[:3])
         more = f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
+        if self.factory.takes_namespace:
+            # A namespace no one has used lists someone's tasks: the namespace is not
+            # where the store looks, or not where it lists.
+            return (
+                f"{self.factory.spec} makes a store{where} that already holds checkpoints "
+                f"certification did not write ({shown}{more}), although it was given a new "
+                f"namespace ({namespace!r}) that no one can have used yet; it refuses to run "
+                "there, since it saves, kills writers mid-save and deletes what it wrote. "
+                "Either the factory does not put its namespace into the store's location (a "
+                "fresh SQLite file, a PostgreSQL table_prefix, a Redis key_prefix, an S3 "
+                "prefix), or the store's list_checkpoints() ignores the namespace (a query "
+                "without the namespace's WHERE, a SCAN over every key): a bug that would hand "
+                f"one namespace's tasks to another's workers. Fix that; pass {self.scratch_hint} "
+                "only if everything it lists is disposable (it still deletes only what it wrote)."
+            )
         return (
             f"{self.factory.spec} makes a store{where} that already holds checkpoints "
             f"certification did not write ({shown}{more}); it refuses to run there, since it "

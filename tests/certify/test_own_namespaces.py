@@ -192,6 +192,9 @@ def test_cli_refuses_a_store_holding_a_users_task_with_exit_2_and_touches_nothin
     assert "already holds checkpoints certification did not write ('invoice-42')" in result.stderr
     for how in ("a fresh SQLite file", "table_prefix", "key_prefix", "an S3 prefix", "--scratch"):
         assert how in result.stderr
+    # A factory that takes a namespace was given a new one: the store ignores it.
+    ignores = "list_checkpoints() ignores the namespace" in result.stderr
+    assert ignores == factory.endswith("make_ignoring_namespace"), result.stderr
     assert "Traceback" not in result.stderr
     assert result.stdout == ""  # no report: nothing ran
     _user_task_intact(seeded, before)
