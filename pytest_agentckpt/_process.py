@@ -438,6 +438,8 @@ class ProcessExecutor:
         # The agent's own modules too: each child is a fork with everything imported.
         self._context = process_context(run.partition(":")[0], tools.partition(":")[0])
         self._baselines: dict[str, tuple[Baseline, _Outcome]] = {}
+        #: As the in-process executor's: the agent was seen to mark completion.
+        self.uses_status = False
         # The history= function applied as the in-process harness applies it (errors and
         # None: "not found in this checkpoint"), to the checkpoints the child sent back.
         self._locator = None if history is None else FaultyStore(self.store, FaultInjector(), history=history)
@@ -460,6 +462,7 @@ class ProcessExecutor:
             advanced,
             attempt_numbers,
             delete_scenario_checkpoints,
+            marks_completion,
             request_budget,
             request_rules_hook,
             resumed_idle,
@@ -578,6 +581,7 @@ class ProcessExecutor:
                     return result["result"], result.get("detail")
 
                 stopped: tuple[Any] | None = None  # what the last clean stop returned
+                idle = False  # whether the run was taken for done by resumed_idle
                 for _ in attempt_numbers(limit, timeline):
                     before = len(timeline.of("crash", "api_fault", "store_outage"))
                     kind, value = attempt(child_plan, faults.size == 0)
@@ -602,7 +606,9 @@ class ProcessExecutor:
                         if quiet_errors >= 2:
                             break
                         continue
-                    if self._still_running(task_id) and not resumed_idle(timeline, value, stopped):
+                    if self._still_running(task_id) and not (
+                        idle := not self.uses_status and resumed_idle(timeline, value, stopped)
+                    ):
                         timeline.add("attempt_end", outcome="stopped", detail=str(value))
                         outcome.error = stopped_detail(value)
                         stopped = (value,)
@@ -625,6 +631,11 @@ class ProcessExecutor:
                         timeline.add("attempt_end", outcome="error", detail=f"_Runaway: {value}")
         finally:
             delete_scenario_checkpoints(self.store, task_id, timeline)
+        if not self.uses_status and marks_completion(timeline):
+            self.uses_status = True
+            if idle and outcome.completed:
+                # Its idle return was a stop (see the in-process executor): run again.
+                return self.execute(plan, faults, rerun=rerun)
         hits = Counter(injector.hits)
         hits.update(child.hits)
         outcome.hits = hits

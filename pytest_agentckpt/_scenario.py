@@ -429,6 +429,9 @@ _WORK = ("model_request", "tool_call", "effect", "store_save", "store_save_faile
 #: once per pause even with no fault at all). Each did work, so the request budget bounds
 #: them too; this bounds an agent that keeps stopping after a tool call alone.
 MAX_WORKING_STOPS = 50
+#: Clean stops in a row that did nothing at all (an agent waiting for an approval that
+#: has not come yet), each given a resume of its own: more, and the task is stuck.
+MAX_WAITS = 8
 
 
 def advanced(timeline: Timeline, attempt: int | None = None) -> bool:
@@ -457,13 +460,14 @@ def attempt_numbers(limit: int, timeline: Timeline) -> Iterator[int]:
     after each pause of the agent's own, at most :data:`MAX_WORKING_STOPS` of them. A pause
     is a clean stop (an attempt that returned, its checkpoint still ``running``) that made
     a model request or a tool call first, or an error (the agent raised) after it saved
-    progress (:func:`advanced`).
+    progress (:func:`advanced`). A clean stop that did nothing (waiting for something) gets
+    one more too, at most :data:`MAX_WAITS` in a row.
 
     A resume limit counts the faults' damage: a pause that the agent's own design makes is
     no damage, and a sound agent that pauses more often than its faults allow resumes must
     not be reported as one that never finishes.
     """
-    allowed, working, number = limit + 1, 0, 0
+    allowed, working, waits, number = limit + 1, 0, 0, 0
     while number < allowed:
         yield number
         number += 1
@@ -472,12 +476,19 @@ def attempt_numbers(limit: int, timeline: Timeline) -> Iterator[int]:
         if last is None or working >= MAX_WORKING_STOPS:
             continue
         outcome = last.data.get("outcome")
+        worked = any(e.attempt == last.attempt and e.kind in _WORK for e in timeline.events)
         if (
             outcome == "stopped"
             and any(e.attempt == last.attempt and e.kind in ("model_request", "tool_call") for e in timeline.events)
         ) or (outcome == "error" and advanced(timeline, last.attempt)):
             working += 1
             allowed += 1
+        elif outcome == "stopped" and not worked and waits < MAX_WAITS:
+            # A stop that did nothing: the agent waits for something (an approval).
+            waits += 1
+            allowed += 1
+        if worked:
+            waits = 0
 
 
 def resumed_idle(timeline: Timeline, answer: Any, stopped: tuple[Any] | None) -> bool:
@@ -487,19 +498,40 @@ def resumed_idle(timeline: Timeline, answer: Any, stopped: tuple[Any] | None) ->
     The harness tells a clean stop from a completion by the status of the task's
     checkpoint; an agent that keeps its own state format and never sets it looks stopped
     after every return. One whose resume finds nothing to do and answers the same again
-    is done.
+    is done, once :data:`MAX_WAITS` resumes in a row did nothing: until then, it may be
+    waiting for something, such as an approval that has not come yet. (Never an agent
+    seen to set status ``completed``: its idle return is a stop.)
     """
     if stopped is None or answer != stopped[0]:
         return False
-    return not any(e.kind in _WORK for e in timeline.events if e.attempt == timeline.attempt)
+    if any(e.kind in _WORK for e in timeline.events if e.attempt == timeline.attempt):
+        return False
+    # An agent waiting for something (an approval not given yet) stops so too: it is done
+    # only once MAX_WAITS resumes in a row found nothing to do.
+    waited = 0
+    for attempt in range(timeline.attempt - 1, 0, -1):
+        events = [e for e in timeline.events if e.attempt == attempt]
+        ends = [e for e in events if e.kind == "attempt_end"]
+        if not ends or ends[-1].data.get("outcome") != "stopped" or any(e.kind in _WORK for e in events):
+            break
+        waited += 1
+    return waited >= MAX_WAITS - 1
+
+
+def marks_completion(timeline: Timeline) -> bool:
+    """Whether the agent saved a checkpoint with status ``completed`` in ``timeline``."""
+    return any(e.data.get("status") == "completed" for e in timeline.of("store_save"))
 
 
 def stopped_detail(answer: Any) -> str:
     """Why a run that only ever stopped cleanly did not complete."""
     return (
         f"it returned {str(answer)[:80]!r} while the task's checkpoint said status 'running' "
-        "(a clean stop, resumed), and the resumes never completed it: set status='completed' "
-        "on completion, or keep a checkpoint under the task id"
+        "(a clean stop, resumed), and the resumes never completed it: the task is stuck. If "
+        "it is done, set status='completed' on completion, or keep a checkpoint under the "
+        "task id; if it waits for something (an approval, a reply), what it waits for was "
+        "lost or is given only once: record it in the checkpoint before you consume or act "
+        "on it"
     )
 
 
@@ -587,8 +619,9 @@ def run_counts(injector: FaultInjector, hits: Counter[str] | None = None, store_
 def _quiet_crashes(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
     """An attempt's event loop's exception handler: a crash leaves the task it was raised
     in with its exception unread (it stopped the loop, as a process's death stops every
-    task), and asyncio would log each such task, traceback and all, when it is freed."""
-    if isinstance(context.get("exception"), Crash):
+    task), and asyncio would log each such task, traceback and all, when it is freed. So
+    does the end of a runaway attempt, in a task the agent left running."""
+    if isinstance(context.get("exception"), Crash | _Runaway):
         return
     loop.default_exception_handler(context)
 
@@ -633,6 +666,10 @@ class _Executor:
         self._ids = itertools.count(1)
         self._prefix = hashlib.sha1(os.urandom(8)).hexdigest()[:8]
         self._baselines: dict[str, tuple[Baseline, _Outcome]] = {}
+        #: Whether the agent marks completion in its checkpoint (a save with status
+        #: 'completed' was seen): then a return while the checkpoint is running is a stop,
+        #: even one that did nothing (see :func:`resumed_idle`).
+        self.uses_status = False
 
     def close(self) -> None:
         self.world.close()
@@ -673,6 +710,7 @@ class _Executor:
         limit = self.max_resumes if self.max_resumes is not None else faults.size + 3
         quiet_errors = 0
         stopped: tuple[Any] | None = None  # what the last clean stop returned
+        idle = False  # whether the run was taken for done by resumed_idle
         try:
             for _ in attempt_numbers(limit, timeline):
                 faults_before = injector.crashes + len(timeline.of("api_fault", "store_outage"))
@@ -718,7 +756,9 @@ class _Executor:
                     timeline.add("attempt_end", outcome="crash", detail=_caught(injector.dead, None))
                     quiet_errors = 0
                     continue
-                if self._still_running(task_id, timeline) and not resumed_idle(timeline, answer, stopped):
+                if self._still_running(task_id, timeline) and not (
+                    idle := not self.uses_status and resumed_idle(timeline, answer, stopped)
+                ):
                     timeline.add("attempt_end", outcome="stopped", detail=str(answer))
                     outcome.error = stopped_detail(answer)
                     stopped = (answer,)
@@ -750,6 +790,14 @@ class _Executor:
             api.remove_hook(rules)
             api.remove_delivery_hook(injector.model_delivered)
             injector.api_sink = None
+        if not self.uses_status and marks_completion(timeline):
+            self.uses_status = True
+            if idle and outcome.completed:
+                # A resume that did nothing was taken for the end of an agent that never
+                # marks completion; this one does (a later run saved 'completed'): its
+                # idle return was a stop, waiting for something (an approval), so the
+                # scenario is run again, judged by the status.
+                return self.execute(plan, faults, rerun=rerun)
         outcome.hits = injector.hits
         outcome.store_ops = injector.store_ops
         outcome.requests = injector.requests

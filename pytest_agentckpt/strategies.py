@@ -46,7 +46,7 @@ from .faults import (  # noqa: E402
 )
 
 if TYPE_CHECKING:
-    from reference_agent.scripted import Plan, ToolCall
+    from reference_agent.scripted import Plan, Step, ToolCall
     from reference_agent.toolbox import Toolbox
 
 __all__ = [
@@ -260,26 +260,18 @@ def _as_input(name: str) -> Callable[[Any], dict[str, Any]]:
 
 
 def tool_calls(tools: Any) -> st.SearchStrategy[ToolCall]:
-    """One call of one of ``tools``, its input from :func:`tool_inputs`.
-
-    Shrinks towards the first tool and simpler inputs.
-    """
+    """One call of one of ``tools``, its input from :func:`tool_inputs`."""
     from reference_agent.scripted import ToolCall
 
-    names = [definition["name"] for definition in tools.definitions()]
-    if not names:
+    def call_of(name: str) -> Callable[[Any], ToolCall]:
+        return lambda value: ToolCall(name, value)
+
+    options: list[st.SearchStrategy[ToolCall]] = []
+    for definition in tools.definitions():
+        options.append(tool_inputs(tools, definition["name"]).map(call_of(definition["name"])))
+    if not options:
         raise ValueError("tools: the toolbox has no tools to plan over")
-    inputs = [tool_inputs(tools, name) for name in names]
-    # One integer picks the tool, then its input is drawn: fewer layers of strategies than
-    # a one_of of mapped inputs, and Hypothesis's cost per example grows with the layers.
-    which = st.integers(0, len(names) - 1)
-
-    @st.composite
-    def call(draw: st.DrawFn) -> ToolCall:
-        index = draw(which)
-        return ToolCall(names[index], draw(inputs[index]))
-
-    return call()
+    return st.one_of(options)
 
 
 def plans(
@@ -308,17 +300,16 @@ def plans(
         raise ValueError(f"min_steps/max_steps: need 0 <= min_steps <= max_steps, got {min_steps}, {max_steps}")
     if max_parallel < 1:
         raise ValueError(f"max_parallel must be >= 1, not {max_parallel}")
-    steps = st.lists(
-        st.lists(tool_calls(tools), min_size=1, max_size=max_parallel), min_size=min_steps, max_size=max_steps
+    call = tool_calls(tools)
+    step: st.SearchStrategy[Step] = st.lists(call, min_size=1, max_size=max_parallel).map(
+        lambda calls: Step(tuple(calls))
     )
-    answer = st.text(_WORDS, min_size=1, max_size=8)
-
-    @st.composite
-    def build(draw: st.DrawFn) -> Plan:
-        drawn = draw(steps)
-        return Plan(tuple(Step(tuple(calls)) for calls in drawn), f"answer {draw(answer)}")
-
-    return build()
+    answer = st.text(_WORDS, min_size=1, max_size=8).map(lambda s: f"answer {s}")
+    return st.builds(
+        lambda steps, final: Plan(tuple(steps), final),
+        st.lists(step, min_size=min_steps, max_size=max_steps),
+        answer,
+    )
 
 
 # -- faults ------------------------------------------------------------------------------

@@ -770,17 +770,38 @@ def check_delete(ctx: CertifyContext) -> str:
     except Exception as exc:
         raise ContractFailed(f"deleting a missing checkpoint raised {type(exc).__name__}: {exc}") from None
     store.save(Checkpoint(task_id=task_id, goal="doomed", messages=[{"role": "user", "content": "x"}]))
-    store.delete(task_id)
-    if store.load(task_id) is not None:
-        raise ContractFailed("load returned a checkpoint after it was deleted")
+    try:
+        store.delete(task_id)
+    except Exception as exc:
+        raise ContractFailed(f"deleting a saved checkpoint raised {type(exc).__name__}: {exc}") from None
+    try:
+        if store.load(task_id) is not None:
+            raise ContractFailed("load returned a checkpoint after it was deleted")
+    except ContractFailed:
+        raise
+    except Exception as exc:
+        raise ContractFailed(
+            f"after a delete, loading the task raised {type(exc).__name__}: delete must remove "
+            "everything the task stored (its head and its messages, every key or row of it), "
+            "so that load returns None; what it left reads as a damaged checkpoint",
+            f"{type(exc).__name__}: {exc}",
+        ) from None
     try:
         store.delete(task_id)
     except Exception as exc:
         raise ContractFailed(f"deleting twice raised {type(exc).__name__}: {exc}") from None
     if any(s.task_id == task_id for s in store.list_checkpoints()):
         raise ContractFailed("a deleted checkpoint is still listed")
-    again = store.save(Checkpoint(task_id=task_id, goal="reborn"))
-    loaded = store.load(task_id)
+    try:
+        again = store.save(Checkpoint(task_id=task_id, goal="reborn"))
+        loaded = store.load(task_id)
+    except Exception as exc:
+        raise ContractFailed(
+            f"re-creating a deleted task (a save at version 0, then a load) raised "
+            f"{type(exc).__name__}: what the delete left of the old checkpoint (its messages, "
+            "say) met the new one; delete must remove every key or row of the task",
+            f"{type(exc).__name__}: {exc}",
+        ) from None
     _expect_same(again, loaded, "a checkpoint re-created after delete")
     if loaded is not None and loaded.messages:
         raise ContractFailed("a re-created checkpoint still holds the deleted one's messages")
@@ -842,6 +863,14 @@ def _namespaces_apart(ctx: CertifyContext, prefix: str, task_id: str) -> str:
         return " (the factory takes no namespace: namespaces not checked)"
     other = ctx.new_store()
     listed = [s.task_id for s in other.list_checkpoints() if s.task_id.startswith(prefix + "-")]
+    if listed and other.load(task_id) is not None:
+        raise ContractFailed(
+            f"a store made with another namespace lists {len(listed)} task(s) saved in this one "
+            f"({listed[0]!r}, ...) and loads {task_id!r}: the namespace scopes nothing. The "
+            "factory does not put its namespace into the store's location (a table prefix, a "
+            "key prefix, a directory), or the store ignores it; every operation must keep to "
+            "it, or a worker or clean-up job of one namespace picks up or deletes another's tasks"
+        )
     if listed:
         raise ContractFailed(
             f"a store made with another namespace lists {len(listed)} task(s) saved in this one "

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from stores import StoreInfo
+from stores import CorruptCheckpointError, StoreInfo
 
 from .context import (
     FULL,
@@ -217,6 +217,10 @@ def _run_bounded(function: Callable[[], Any], timeout: float,
     return True, box.get("value"), box.get("error")
 
 
+#: The contracts that damage stored data on purpose (through the store's hooks).
+_DAMAGES_DATA = frozenset({"corruption_reported", "newer_schema_refused"})
+
+
 def run_contract(ctx: CertifyContext, contract: Contract) -> ContractResult:
     """Run one contract within the budget's time limit."""
     started = time.monotonic()
@@ -243,6 +247,17 @@ def run_contract(ctx: CertifyContext, contract: Contract) -> ContractResult:
     if isinstance(error, NotApplicable):
         return result(Outcome.NOT_APPLICABLE, str(error))
     trace = "".join(traceback.format_exception(error))
+    if isinstance(error, CorruptCheckpointError) and contract.id not in _DAMAGES_DATA:
+        # Certification damaged nothing here: the store called its own writing corrupt.
+        return result(
+            Outcome.FAILED,
+            f"the store called a checkpoint that certification saved, and did not damage, "
+            f"corrupt ({error}). CorruptCheckpointError is for stored data no save would "
+            "have written; this was left by the store's own operations: a delete that "
+            "removed part of a task (its head but not its messages, say), or a save that "
+            "wrote part of one",
+            trace, ctx.reproduce(contract.id),
+        )
     return result(Outcome.ERROR, f"{type(error).__name__}: {error}", trace, ctx.reproduce(contract.id))
 
 

@@ -35,6 +35,10 @@ __all__ = ["ID_GROUPS", "LONG_TASK_ID", "IdGroup", "check_task_id_fidelity", "fi
 #: with a limit must refuse longer ids with an error, never cut them.
 LONG_TASK_ID = 200
 
+#: The length of the two longer ids, past the common key limits (255, 512, 767, 1,024):
+#: a store may refuse them with an error, but one that saves them must keep them apart.
+LONGER_TASK_ID = 1100
+
 #: The metadata key that says which id of the run a checkpoint was saved under.
 _MARKER = "certify_task_id_probe"
 
@@ -46,7 +50,17 @@ ADVICE = (
     "column wide enough, utf8mb4 rather than 3-byte utf8) and map them to keys or file "
     "names injectively (percent-encode every byte outside [A-Za-z0-9-]; never lowercase, "
     "trim, truncate, replace or Unicode-normalise), or key by a hash of the id (SHA-256) "
-    "and store the id itself beside it, checked on load"
+    "and store the id itself beside it, checked on load; and delete by the exact key, never "
+    "by a pattern (SQL LIKE, a glob, Redis SCAN MATCH) unless its wildcards are escaped"
+)
+
+
+#: For a delete that left the id's own data behind, when no other id is involved.
+_DELETE_ADVICE = (
+    "No other id is involved: delete must remove everything a task stored (its head and "
+    "its messages, every key or row of it), so that load returns None afterwards; see the "
+    "delete_idempotent contract. (If that contract passes, the store deletes differently "
+    "for an id like this one: by a pattern, or under a key mapped another way than save's)"
 )
 
 
@@ -89,7 +103,13 @@ ID_GROUPS: tuple[IdGroup, ...] = (
             ("\U0001f600", "\U0001f601", "?", "", "\U00020000")),
     IdGroup("long", f"are {LONG_TASK_ID} characters long and differ only in the last one, "
             f"equal in a key that keeps fewer characters", ("a", "b")),
+    IdGroup("longer", f"are {LONGER_TASK_ID} characters long and differ only in the last one, "
+            "equal in a key that keeps fewer characters (a store may refuse ids this long "
+            "with an error, never cut them)", ("a", "b")),
 )
+
+#: The groups whose ids a store may refuse with an error (a limit above LONG_TASK_ID).
+_MAY_REFUSE = frozenset({"longer"})
 
 
 def fidelity_task_ids(base: str) -> list[tuple[str, IdGroup]]:
@@ -98,17 +118,18 @@ def fidelity_task_ids(base: str) -> list[tuple[str, IdGroup]]:
     >>> ids = fidelity_task_ids("certify-0123456789-ids-0")
     >>> ids[0][0], ids[1][0]
     ('certify-0123456789-ids-0-case-report', 'certify-0123456789-ids-0-case-Report')
-    >>> {len(task_id) for task_id, group in ids if group.name == "long"}
-    {200}
+    >>> sorted({len(task_id) for task_id, group in ids if group.name.startswith("long")})
+    [200, 1100]
     """
     ids: list[tuple[str, IdGroup]] = []
     for group in ID_GROUPS:
         head = f"{base}-{group.name}-"
         for suffix in group.suffixes:
-            if group.name == "long":
-                fill = LONG_TASK_ID - len(head) - len(suffix)
+            if group.name in ("long", "longer"):
+                length = LONG_TASK_ID if group.name == "long" else LONGER_TASK_ID
+                fill = length - len(head) - len(suffix)
                 if fill < 1:
-                    raise ValueError(f"the base {base!r} leaves no room for a {LONG_TASK_ID}-character id")
+                    raise ValueError(f"the base {base!r} leaves no room for a {length}-character id")
                 ids.append((head + "x" * fill + suffix, group))
             else:
                 ids.append((head + suffix, group))
@@ -133,6 +154,8 @@ class _Probe:
         self.index = {task_id: i for i, (task_id, _) in enumerate(self.ids)}
         self.group = dict(self.ids)
         self.saved: dict[str, Checkpoint] = {}
+        #: Ids of a group that may be refused, which the store refused with an error.
+        self.refused: dict[str, str] = {}
 
     def checkpoint(self, task_id: str) -> Checkpoint:
         i = self.index[task_id]
@@ -167,11 +190,11 @@ class _Probe:
                        f"{_show(b)} in UTF-8: {b.encode('utf-8')!r}", details]).strip(),
         )
 
-    def failed(self, task_id: str, what: str, details: str = "") -> ContractFailed:
+    def failed(self, task_id: str, what: str, details: str = "", *, advice: str = ADVICE) -> ContractFailed:
         """Something is wrong with ``task_id`` alone (no other id known to be involved)."""
         group = self.group.get(task_id)
-        kind = f" (one of the ids that {group.how})" if group is not None else ""
-        return ContractFailed(f"task id {_show(task_id)}{kind}: {what}. {ADVICE}.", details)
+        kind = f" (one of the ids that {group.how})" if group is not None and advice is ADVICE else ""
+        return ContractFailed(f"task id {_show(task_id)}{kind}: {what}. {advice}.", details)
 
     def partner(self, task_id: str, exc: BaseException | None = None) -> str | None:
         """Which other id ``task_id`` was merged with: by the content a load finds, or by
@@ -207,11 +230,17 @@ def check_task_id_fidelity(ctx: CertifyContext) -> str:
         _expect_own(probe, task_id, "after every id was saved")
     _expect_listing(probe, list(probe.saved), "after every id was saved")
     _delete_all(probe)
+    refused = (
+        f" ({len(probe.refused)} of {LONGER_TASK_ID} characters refused with an error, as a "
+        "store with a limit may)"
+        if probe.refused
+        else ""
+    )
     return (
-        f"{len(probe.ids)} task ids differing only in case, 'ß'/'ss', spaces, NFC/NFD, '/' "
-        f"vs '_', '..' segments, wildcards, an emoji or the end of {LONG_TASK_ID} characters "
-        "each kept their own checkpoint: loaded exactly, listed once as spelled, deleted "
-        "without touching the others"
+        f"{len(probe.saved)} task ids differing only in case, 'ß'/'ss', spaces, NFC/NFD, '/' "
+        f"vs '_', '..' segments, wildcards, an emoji or the end of {LONG_TASK_ID} and "
+        f"{LONGER_TASK_ID} characters each kept their own checkpoint: loaded exactly, listed "
+        f"once as spelled and in code point order, deleted without touching the others{refused}"
     )
 
 
@@ -222,6 +251,13 @@ def _save_all(probe: _Probe) -> None:
         try:
             saved = probe.store.save(attempt)
         except Exception as exc:
+            if (
+                probe.group[task_id].name in _MAY_REFUSE
+                and not isinstance(exc, ConflictError)
+                and probe.partner(task_id, exc) is None
+            ):
+                probe.refused[task_id] = f"{type(exc).__name__}: {exc}"
+                continue
             raise _save_failed(probe, task_id, exc) from None
         if saved.task_id != task_id or saved.version != 1:
             raise probe.failed(
@@ -351,6 +387,17 @@ def _expect_listing(probe: _Probe, present: list[str], when: str) -> None:
                 summary.task_id,
                 f"{when}, the listing shows it, but it was {state} under this spelling",
             )
+    order = [s.task_id for s in summaries]
+    if order != sorted(order):
+        first = next(i for i in range(len(order) - 1) if order[i] > order[i + 1])
+        raise ContractFailed(
+            f"{when}, the listing is not ordered by task_id: it shows {_show(order[first])} "
+            f"before {_show(order[first + 1])}, where comparing their code points (their UTF-8 "
+            "bytes) puts it after. list_checkpoints orders by task_id in code point order, the "
+            "order of Python's sorted() on str and of a binary collation, whatever the "
+            'database\'s locale: ORDER BY task_id COLLATE "C" in PostgreSQL, a _bin collation '
+            "in MySQL, or sort in Python",
+        )
     missing = [task_id for task_id in present if task_id not in listed]
     if missing:
         raise probe.failed(
@@ -375,6 +422,12 @@ def _delete_all(probe: _Probe) -> None:
             try:
                 after = probe.store.load(task_id)
             except Exception as exc:
+                if probe.partner(task_id, exc) is None:
+                    # Its own delete left something behind: no other id is involved.
+                    raise probe.failed(
+                        task_id, f"after deleting it, loading it raised {type(exc).__name__}",
+                        f"{type(exc).__name__}: {exc}", advice=_DELETE_ADVICE,
+                    ) from None
                 raise probe.failed(
                     task_id, f"after deleting it, loading it raised {type(exc).__name__}: {exc}"
                 ) from None
@@ -386,7 +439,7 @@ def _delete_all(probe: _Probe) -> None:
                         "after deleting the second, loading it returns the checkpoint saved "
                         "under the first",
                     )
-                raise probe.failed(task_id, "delete did not remove it: it still loads")
+                raise probe.failed(task_id, "delete did not remove it: it still loads", advice=_DELETE_ADVICE)
             for other in in_group:
                 if other in remaining:
                     _expect_own(probe, other, f"after deleting {_show(task_id)}",

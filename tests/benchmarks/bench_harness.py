@@ -336,7 +336,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"  the SDK's part: {in_place:.3f} ms a request inside fuzz, {alone:.3f} ms in the floor's loop "
         f"({in_place / alone:.2f}x: the same SDK code, run between other work); the rest of fuzz "
-        f"(agent, fake, store, oracles, Hypothesis) {(split['elapsed'] - split['sdk']) / own_floor:.2f}x that floor"
+        f"(agent, fake, store, oracles, Hypothesis) {(split['elapsed'] - split['sdk']) / own_floor:.2f}x that floor; "
+        f"all of it {split['elapsed'] / own_floor:.2f}x"
     )
     return 0
 

@@ -814,3 +814,83 @@ def make_normalizing(namespace: str) -> NormalizingStore:
 
 def make_like_delete(namespace: str) -> LikeDeleteStore:
     return LikeDeleteStore(_root("like-delete", namespace))
+
+
+class TruncatingLongStore(_MappedIdStore):
+    """Keeps the first 250 characters of the id (a VARCHAR(250) in a mode that truncates):
+    ids of 200 characters are kept apart, longer ones merge."""
+
+    def _key(self, task_id: str) -> str:
+        return task_id[:250]
+
+
+class RefusingLongStore(DirectoryStore):
+    """Sound: ids longer than 255 characters are refused with an error on save (a
+    VARCHAR(255) in strict mode), and load finds no such task. Certified."""
+
+    limit = 255
+
+    def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        if len(checkpoint.task_id) > self.limit:
+            raise ValueError(f"task id of {len(checkpoint.task_id)} characters: this store keeps at most {self.limit}")
+        return super().save(checkpoint)
+
+    def load(self, task_id: str) -> Checkpoint | None:
+        return None if len(task_id) > self.limit else super().load(task_id)
+
+
+class LocaleOrderStore(DirectoryStore):
+    """Lists in a locale's order, case-insensitively (ORDER BY task_id in a database with an
+    en_US collation), not in code point order: 'report' before 'REPORT'."""
+
+    def list_checkpoints(self, **filters: Any) -> Any:
+        # Letters compared without case first, then lowercase before uppercase, as ICU does.
+        return sorted(super().list_checkpoints(**filters), key=lambda s: (s.task_id.lower(), s.task_id.swapcase()))
+
+
+class DeleteLeavesMessagesStore(DirectoryStore):
+    """Deletes a task's head but leaves its messages behind (a Redis hash deleted, the list
+    of its messages not): a load afterwards finds messages without a head."""
+
+    def delete(self, task_id: str) -> None:
+        with self._locked(exclusive=True):
+            data = self._read(task_id)
+            if data is None:
+                return
+            record = json.loads(data)
+            self._write(task_id, json.dumps({"messages": record.get("messages") or []}).encode("utf-8"))
+
+    def list_checkpoints(self, **filters: Any) -> Any:
+        status, metadata = filters.get("status"), filters.get("metadata")
+        summaries = []
+        with self._locked(exclusive=False):
+            for path in sorted(self.root.glob("*.json")):
+                record = loads(path.read_bytes(), task_id=unquote(path.stem))
+                if "head" not in record:  # listed from the heads: the leftovers do not show
+                    continue
+                summary = decode_summary(unquote(path.stem), record["head"])
+                if (status is None or summary.status == status) and metadata_matches(summary.metadata, metadata):
+                    summaries.append(summary)
+        return sorted(summaries, key=lambda s: s.task_id)
+
+
+def make_truncating_long(namespace: str) -> TruncatingLongStore:
+    return TruncatingLongStore(_root("truncating-long", namespace))
+
+
+def make_refusing_long(namespace: str) -> RefusingLongStore:
+    return RefusingLongStore(_root("refusing-long", namespace))
+
+
+def make_locale_order(namespace: str) -> LocaleOrderStore:
+    return LocaleOrderStore(_root("locale-order", namespace))
+
+
+def make_delete_leaves_messages(namespace: str) -> DeleteLeavesMessagesStore:
+    return DeleteLeavesMessagesStore(_root("delete-leaves-messages", namespace))
+
+
+def make_ignores_namespace(namespace: str) -> DirectoryStore:
+    """A factory that takes a namespace and does nothing with it: every store it makes is
+    the same directory."""
+    return DirectoryStore(_root("ignores-namespace", "all"))

@@ -40,6 +40,12 @@ EXPECTED_FAILURES = {
     "trimming": {"task_id_fidelity"},
     "normalizing": {"task_id_fidelity"},
     "like_delete": {"task_id_fidelity"},
+    # Cuts ids past 250 characters: the 200-character ids pass, the 1,100-character ones not.
+    "truncating_long": {"task_id_fidelity"},
+    # Lists in a locale's order ('report' before 'REPORT'), not by code point.
+    "locale_order": {"task_id_fidelity"},
+    # Takes a namespace and ignores it: one directory for all.
+    "ignores_namespace": {"listing"},
 }
 
 REQUIRED = {c.id for c in CONTRACTS if c.required}
@@ -194,7 +200,7 @@ def test_task_id_fidelity_ids_stay_inside_the_runs_prefix() -> None:
     import posixpath
 
     from pytest_agentckpt.certify.factory import is_certify_task
-    from pytest_agentckpt.certify.task_ids import LONG_TASK_ID, fidelity_task_ids
+    from pytest_agentckpt.certify.task_ids import LONGER_TASK_ID, fidelity_task_ids
 
     base = "certify-0123456789-ids-7"
     ids = [task_id for task_id, _ in fidelity_task_ids(base)]
@@ -202,4 +208,37 @@ def test_task_id_fidelity_ids_stay_inside_the_runs_prefix() -> None:
     for task_id in ids:
         assert task_id.startswith(base + "-") and is_certify_task(task_id)
         assert posixpath.normpath(task_id).startswith(base + "-")
-        assert "\x00" not in task_id and len(task_id) <= LONG_TASK_ID
+        assert "\x00" not in task_id and len(task_id) <= LONGER_TASK_ID
+
+
+def test_a_store_that_refuses_ids_past_its_limit_is_certified() -> None:
+    # A VARCHAR(255) in strict mode: ids of 1,100 characters refused with an error, never
+    # cut. A limit above 200 characters is allowed; merging is not.
+    report = certify("tests.certify.buggy_stores:make_refusing_long", quick=True, seed=SEED,
+                     only=["task_id_fidelity"], figures=False)
+    result = report.result("task_id_fidelity")
+    assert result.outcome is Outcome.PASSED, result.summary
+    assert "2 of 1100 characters refused with an error" in result.summary
+
+
+def test_a_delete_that_leaves_part_of_a_task_fails_with_what_it_left_not_as_an_error() -> None:
+    # Its load afterwards finds messages without a head: a CorruptCheckpointError of the
+    # store's own making. Every contract that meets it fails; none errors, and the task-id
+    # contract does not blame the id.
+    report = _certify("delete_leaves_messages")
+    assert report.exit_code() == 1
+    assert not [r.contract for r in report.results if r.outcome is Outcome.ERROR]
+    delete = report.result("delete_idempotent")
+    assert delete.outcome is Outcome.FAILED
+    assert "delete must remove everything the task stored" in delete.summary
+    fidelity = report.result("task_id_fidelity")
+    assert fidelity.outcome is Outcome.FAILED
+    assert "No other id is involved" in fidelity.summary
+    assert "utf8mb4_bin" not in fidelity.summary and "letter case" not in fidelity.summary
+
+
+def test_a_factory_that_ignores_its_namespace_is_told_the_namespace_scopes_nothing() -> None:
+    report = certify("tests.certify.buggy_stores:make_ignores_namespace", quick=True, seed=SEED,
+                     only=["listing"], figures=False)
+    summary = report.result("listing").summary
+    assert "the namespace scopes nothing" in summary and "factory does not put its namespace" in summary

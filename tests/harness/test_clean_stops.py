@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from pytest_agentckpt import FaultPlan, Plan, replay
-from pytest_agentckpt._scenario import MAX_WORKING_STOPS, attempt_numbers
+from pytest_agentckpt._scenario import MAX_WAITS, MAX_WORKING_STOPS, attempt_numbers
 from pytest_agentckpt.harness import OracleFailure
 from pytest_agentckpt.timeline import Timeline
 from stores import Checkpoint, CheckpointStore
@@ -88,6 +88,8 @@ def _attempts(ends: list[tuple[str, bool]]) -> int:
 
 def test_only_stops_that_did_work_extend_the_resume_limit_and_only_so_far() -> None:
     assert _attempts([("crash", True)]) == 3
-    assert _attempts([("stopped", False)]) == 3
+    # A stop that did nothing waits (for an approval, say): MAX_WAITS of them in a row.
+    assert _attempts([("stopped", False)]) == 3 + MAX_WAITS
+    assert _attempts([("crash", False)]) == 3
     assert _attempts([("stopped", True)]) == 3 + MAX_WORKING_STOPS
     assert _attempts([("stopped", True), ("stopped", True), ("crash", True)]) == 5
