@@ -164,7 +164,12 @@ def _require_durable(store: CheckpointStore, allow_volatile: bool) -> None:
     info = store.info()
     # memory:// is in-process by choice; SQLite below synchronous=full still survives a
     # process crash (the URL chose the trade-off). A server that forgets is the danger.
-    if info.durable is True or info.backend in ("memory", "sqlite"):
+    if info.backend == "memory":
+        print("warning: memory:// keeps the checkpoint inside this process only: a task it "
+              "does not finish cannot be resumed by another run (give a sqlite:/// URL to "
+              "keep it)", file=sys.stderr)
+        return
+    if info.durable is True or info.backend == "sqlite":
         return
     if info.durable is None:
         note = "; ".join(info.notes) or "the store cannot tell whether its saves survive a restart"

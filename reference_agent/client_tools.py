@@ -19,6 +19,7 @@ command, which resume depends on:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -101,6 +102,11 @@ CLIENT_TOOLS: dict[str, ClientToolType] = {
 }
 
 
+#: What the API takes as a custom tool's name (letters, digits, '_' and '-'; this allows
+#: the longest names any model takes, so it never refuses a name the API would accept).
+_CUSTOM_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
+
+
 def client_tool_error(index: int, tool: Any) -> str | None:
     """The API's complaint about the ``index``-th entry of a request's ``tools``, when it
     is a custom tool without an ``input_schema`` or a known client tool type under another
@@ -116,8 +122,14 @@ def client_tool_error(index: int, tool: Any) -> str | None:
         return None
     kind = tool.get("type")
     if kind is None or kind == "custom":
+        name = tool.get("name")
+        if not isinstance(name, str) or _CUSTOM_NAME.fullmatch(name) is None:
+            return f"tools.{index}.custom.name: String should match pattern '{_CUSTOM_NAME.pattern}'"
         if "input_schema" not in tool:
             return f"tools.{index}.custom.input_schema: Field required"
+        schema = tool["input_schema"]
+        if not isinstance(schema, Mapping) or schema.get("type") != "object":
+            return f"tools.{index}.custom.input_schema.type: Input should be 'object'"
         return None
     known = CLIENT_TOOLS.get(str(kind))
     if known is not None and tool.get("name") != known.name:

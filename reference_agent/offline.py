@@ -1279,12 +1279,25 @@ def _check_request(request: Mapping[str, Any], path: str) -> str | None:
         return "messages: Field required"
     if not isinstance(request["messages"], list):
         return "messages: Input should be a valid list"
+    if path == _MESSAGES:
+        limit = request["max_tokens"]
+        if not isinstance(limit, int) or isinstance(limit, bool):
+            return "max_tokens: Input should be a valid integer"
+        if limit < 1:
+            return "max_tokens: Input should be greater than or equal to 1"
     tools = request.get("tools")
+    names: set[Any] = set()
     for index, tool in enumerate(tools if isinstance(tools, list) else ()):
         problem = client_tool_error(index, tool)
         if problem is not None:
             return problem
+        name = tool.get("name") if isinstance(tool, Mapping) else None
+        if name is not None and name in names:
+            return "tools: Tool names must be unique."
+        names.add(name)
     choice = request.get("tool_choice")
+    if isinstance(choice, Mapping) and choice.get("type") == "tool" and choice.get("name") not in names:
+        return f"tool_choice: the tool {choice.get('name')!r} is not among the request's tools"
     if (
         path == _MESSAGES
         and _thinking_enabled(request)

@@ -1,5 +1,6 @@
-"""The fake checks a request's tool definitions as the API does: a custom tool needs an
-``input_schema``, and an Anthropic-defined client tool has the name its type requires.
+"""The fake checks a request's tool definitions as the API does: a custom tool needs a
+name of letters, digits, '_' and '-' and an object ``input_schema``, names are unique, and
+an Anthropic-defined client tool has the name its type requires.
 Before, both were taken (the scripted model then called the tool or failed with a plan
 mismatch, a 500)."""
 
@@ -27,7 +28,11 @@ def _create(tools: list[dict[str, Any]]) -> Any:
     [([{"type": "bash_20250124", "name": "shell"}], "tools.0.bash_20250124.name: Input should be 'bash'"),
      ([{"type": "bash_20250124", "name": "bash"}, {"type": "text_editor_20250728", "name": "str_replace_editor"}],
       "tools.1.text_editor_20250728.name: Input should be 'str_replace_based_edit_tool'"),
-     ([{"name": "bash"}], "tools.0.custom.input_schema: Field required")],
+     ([{"name": "bash"}], "tools.0.custom.input_schema: Field required"),
+     ([{"name": "bad name!", "input_schema": {"type": "object"}}], "tools.0.custom.name: String should match pattern"),
+     ([{"name": "bash", "input_schema": {"type": "string"}}], "tools.0.custom.input_schema.type: Input should be 'object'"),
+     ([{"name": "bash", "input_schema": {"type": "object"}}, {"name": "bash", "input_schema": {"type": "object"}}],
+      "tools: Tool names must be unique.")],
 )
 def test_a_wrong_tool_definition_is_the_apis_400(tools: list[dict[str, Any]], message: str) -> None:
     with pytest.raises(anthropic.BadRequestError) as caught:
@@ -41,3 +46,21 @@ def test_a_client_tool_offered_by_type_is_called(tools: list[dict[str, Any]]) ->
     # A type this fake does not know is let through: the API adds versions.
     reply = _create(tools)
     assert reply.stop_reason == "tool_use" and reply.content[0].name == "bash"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("max_tokens", "message"), [(0, "greater than or equal to 1"), (-5, "greater than or equal to 1")])
+def test_max_tokens_below_one_is_the_apis_400(max_tokens: int, message: str) -> None:
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        offline_client(PLAN).messages.create(
+            model="m", max_tokens=max_tokens, messages=[{"role": "user", "content": "go"}],
+            tools=[{"type": "bash_20250124", "name": "bash"}])
+    assert f"max_tokens: Input should be {message}" in str(caught.value)
+
+
+def test_tool_choice_naming_a_tool_not_offered_is_a_400_about_the_request() -> None:
+    # Before: the scripted model failed (a 500 blaming the script).
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        offline_client(PLAN).messages.create(
+            model="m", max_tokens=100, messages=[{"role": "user", "content": "go"}],
+            tools=[{"type": "bash_20250124", "name": "bash"}], tool_choice={"type": "tool", "name": "search"})
+    assert "tool_choice" in str(caught.value) and "'search'" in str(caught.value)

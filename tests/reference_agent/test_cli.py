@@ -137,3 +137,11 @@ def test_prune_refuses_a_duration_it_cannot_read(capsys: pytest.CaptureFixture[s
         main(["prune", "--older-than", "a while"])
     assert exit_info.value.code == 2
     assert "'a while' is not a duration" in capsys.readouterr().err
+
+
+def test_run_on_a_memory_store_warns_that_nothing_outlives_the_process(capsys: pytest.CaptureFixture[str]) -> None:
+    # The demo refuses memory://; run takes it (a quick try) but says what it means.
+    assert main(["run", "--task-id", "t-mem", "--goal", "demo", "--store", "memory://"]) == 0
+    err = capsys.readouterr().err
+    assert "memory:// keeps the checkpoint inside this process only" in err
+    assert "sqlite:///" in err
