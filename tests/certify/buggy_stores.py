@@ -43,6 +43,17 @@ def _root(kind: str, namespace: str) -> Path:
     return base / kind / namespace
 
 
+def _listing(heads: Iterator[tuple[str, dict[str, Any]]], filters: dict[str, Any]) -> list[Any]:
+    """The summaries of ``heads`` (task id, stored head) that match ``filters``, by task id:
+    the listing every directory store here shares, whatever it reads its heads from."""
+    status, metadata = filters.get("status"), filters.get("metadata")
+    summaries = [decode_summary(task_id, head) for task_id, head in heads]
+    return sorted(
+        (s for s in summaries if (status is None or s.status == status) and metadata_matches(s.metadata, metadata)),
+        key=lambda s: s.task_id,
+    )
+
+
 class NoCasStore(DirectoryStore):
     """Saves whatever it is given: the last writer silently wins (no compare-and-set)."""
 
@@ -625,17 +636,14 @@ class ListingIgnoresSchemaStore(DirectoryStore):
     """Lists heads without looking at their schema version (load refuses a newer one)."""
 
     def list_checkpoints(self, **filters: Any) -> Any:
-        status, metadata = filters.get("status"), filters.get("metadata")
-        summaries = []
-        with self._locked(exclusive=False):
+        def heads() -> Iterator[tuple[str, dict[str, Any]]]:
             for path in sorted(self.root.glob("*.json")):
                 head = dict(json.loads(path.read_bytes())["head"])
                 head["schema_version"] = SCHEMA_VERSION
-                summary = decode_summary(unquote(path.stem), head)
-                if (status is None or summary.status == status) and metadata_matches(
-                        summary.metadata, metadata):
-                    summaries.append(summary)
-        return sorted(summaries, key=lambda s: s.task_id)
+                yield unquote(path.stem), head
+
+        with self._locked(exclusive=False):
+            return _listing(heads(), filters)
 
 
 class ListsEveryNamespaceStore(DirectoryStore):
@@ -643,19 +651,16 @@ class ListsEveryNamespaceStore(DirectoryStore):
     the tenant's WHERE clause): another tenant's tasks show up, for its cleanup to delete."""
 
     def list_checkpoints(self, **filters: Any) -> Any:
-        status, metadata = filters.get("status"), filters.get("metadata")
-        summaries = []
-        with self._locked(exclusive=False):
+        def heads() -> Iterator[tuple[str, dict[str, Any]]]:
             for path in sorted(self.root.parent.glob("*/*.json")):
                 try:
                     head = json.loads(path.read_bytes())["head"]
                 except (OSError, ValueError, KeyError):
                     continue  # another namespace's file mid-write or gone
-                summary = decode_summary(unquote(path.stem), head)
-                if (status is None or summary.status == status) and metadata_matches(
-                        summary.metadata, metadata):
-                    summaries.append(summary)
-        return sorted(summaries, key=lambda s: s.task_id)
+                yield unquote(path.stem), head
+
+        with self._locked(exclusive=False):
+            return _listing(heads(), filters)
 
 
 def make_lists_every_namespace(namespace: str) -> ListsEveryNamespaceStore:
@@ -720,16 +725,9 @@ class _MappedIdStore(DirectoryStore):
         return self.root / (quote(self._key(task_id), safe="") + ".json")
 
     def list_checkpoints(self, **filters: Any) -> Any:
-        status, metadata = filters.get("status"), filters.get("metadata")
-        summaries = []
         with self._locked(exclusive=False):
-            for path in sorted(self.root.glob("*.json")):
-                head = loads(path.read_bytes(), task_id=unquote(path.stem))["head"]
-                summary = decode_summary(head["task_id"], head)
-                if (status is None or summary.status == status) and metadata_matches(
-                        summary.metadata, metadata):
-                    summaries.append(summary)
-        return sorted(summaries, key=lambda s: s.task_id)
+            records = [loads(p.read_bytes(), task_id=unquote(p.stem)) for p in sorted(self.root.glob("*.json"))]
+        return _listing(((r["head"]["task_id"], r["head"]) for r in records), filters)
 
 
 class CaseInsensitiveStore(_MappedIdStore):
@@ -861,17 +859,10 @@ class DeleteLeavesMessagesStore(DirectoryStore):
             self._write(task_id, json.dumps({"messages": record.get("messages") or []}).encode("utf-8"))
 
     def list_checkpoints(self, **filters: Any) -> Any:
-        status, metadata = filters.get("status"), filters.get("metadata")
-        summaries = []
         with self._locked(exclusive=False):
-            for path in sorted(self.root.glob("*.json")):
-                record = loads(path.read_bytes(), task_id=unquote(path.stem))
-                if "head" not in record:  # listed from the heads: the leftovers do not show
-                    continue
-                summary = decode_summary(unquote(path.stem), record["head"])
-                if (status is None or summary.status == status) and metadata_matches(summary.metadata, metadata):
-                    summaries.append(summary)
-        return sorted(summaries, key=lambda s: s.task_id)
+            records = {unquote(p.stem): loads(p.read_bytes(), task_id=unquote(p.stem)) for p in sorted(self.root.glob("*.json"))}
+        # Listed from the heads: the leftovers do not show.
+        return _listing(((t, r["head"]) for t, r in records.items() if "head" in r), filters)
 
 
 def make_truncating_long(namespace: str) -> TruncatingLongStore:
