@@ -159,18 +159,30 @@ class FuzzReport:
     plans: int | None = None
 
     def describe(self) -> str:
-        """One line saying what was checked.
+        """One line saying what was checked: the scenarios, the faults injected, the
+        resumes and the effects checked.
 
         >>> FuzzReport(40, FuzzStats(), [], single_crash_points=40, plans=2).describe()
         '40 scenario(s); every single-crash point of each plan was checked (40 points over 2 plan(s))'
+        >>> FuzzReport(2, FuzzStats(crashes=3, resumes=4, effects_checked=5), []).describe()
+        '2 scenario(s): 3 crash(es), 0 API and 0 store fault(s) injected, 4 resume(s), 5 effect(s) checked'
         """
         text = f"{self.examples} scenario(s)"
+        stats = self.stats
+        if stats.crashes or stats.api_faults or stats.store_faults or stats.resumes:
+            text += (
+                f": {stats.crashes} crash(es), {stats.api_faults} API and {stats.store_faults} store "
+                f"fault(s) injected, {stats.resumes} resume(s), {stats.effects_checked} effect(s) checked"
+            )
         if self.single_crash_points is not None:
             text += (
                 "; every single-crash point of each plan was checked "
                 f"({self.single_crash_points} points over {self.plans} plan(s))"
             )
         return text
+
+    def __str__(self) -> str:
+        return self.describe()
 
     #: How the search ran: seeded (reproducible) or with the example database.
     search: str = ""
