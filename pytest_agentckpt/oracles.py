@@ -724,8 +724,7 @@ _WHY_KEYS_DIFFER = {
         "the agent saved the reply that asked for the call, but a resume went on from a "
         "checkpoint without it (an older one, or the reply dropped on load), asked the model "
         "the same again and got the call under a new tool_use id (the API gives every reply "
-        "new ids). Resume from the newest checkpoint as it was saved (for one, a listing "
-        "sorted as text puts 'task@10' before 'task@9')."
+        "new ids). Resume from the newest checkpoint as it was saved."
     ),
     "other_task": (
         "the agent saved the reply that asked for the call, but the resume loaded another "
@@ -1172,6 +1171,13 @@ def stale_load_advice(timeline: Timeline) -> list[Advice]:
             )
             if newer is None:
                 continue
+            # Snapshots under keys of their own: the newest is picked by its key.
+            keys = (
+                " (it picked the snapshot by its key: sorted as text, 'task@10' comes before "
+                "'task@9'; compare numbers as numbers)"
+                if loaded.data.get("task_id") != newer.data.get("task_id")
+                else ""
+            )
             return [
                 Advice(
                     "stale_load",
@@ -1180,8 +1186,8 @@ def stale_load_advice(timeline: Timeline) -> list[Advice]:
                     f"{loaded.data.get('iteration')}), but the agent had since saved "
                     f"{_checkpoint_name(newer)} ({len(newer.data.get('messages') or ())} messages, "
                     f"iteration {newer.data.get('iteration')}, status {newer.data.get('status')}), "
-                    "which carries that history further. Load the newest checkpoint; work done "
-                    "after the stale one is done again.",
+                    "which carries that history further. Load the newest checkpoint" + keys
+                    + "; work done after the stale one is done again.",
                 )
             ]
     return []

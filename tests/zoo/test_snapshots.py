@@ -33,6 +33,9 @@ def test_taking_the_newest_snapshot_by_its_id_as_text_is_caught_and_the_stale_lo
         _fuzz(snapshot_agent(sorts_as_text=True), 1, 100)
     assert "resumed from a stale checkpoint: it loaded" in str(caught.value), str(caught.value)[:3000]
     assert "but the agent had since saved" in str(caught.value)
+    # The snapshot was picked by its key: the hint about text order is given here, and only
+    # here (a resume that dropped a reply from one checkpoint gets none).
+    assert "'task@10' comes before 'task@9'" in str(caught.value)
 
 
 def test_a_keyed_call_asked_again_after_a_stale_load_is_not_blamed_on_an_unsaved_reply() -> None:
