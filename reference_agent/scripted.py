@@ -1331,6 +1331,30 @@ def _continues_search(messages: Any) -> bool:
     return isinstance(messages, list) and bool(messages) and _get(messages[-1], "role") == "assistant"
 
 
+_TOOL_USE_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
+
+
+def _check_canned(reply: Mapping[str, Any], index: int) -> None:
+    """Refuse a canned reply the API never sends: two ``tool_use`` blocks with one id, or an
+    id the API's pattern refuses. Served, it would fail the agent's next request, and read
+    as the agent's bug. (A call of a tool the request does not offer is served: a test may
+    check how an agent meets one.)"""
+    seen: set[str] = set()
+    for block in reply.get("content") or ():
+        if not isinstance(block, Mapping) or block.get("type") != "tool_use":
+            continue
+        use_id = str(block.get("id"))
+        where = f"canned response {index + 1} (of CannedModel's list)"
+        if use_id in seen:
+            raise PlanMismatchError(f"{where} holds two tool_use blocks with the id {use_id!r}: give each its own")
+        if _TOOL_USE_ID.fullmatch(use_id) is None:
+            raise PlanMismatchError(
+                f"{where} has the tool_use id {use_id!r}, which the API never sends (letters, "
+                "digits, '_' and '-' only): the agent's next request would be refused for it"
+            )
+        seen.add(use_id)
+
+
 class CannedModel:
     """Replies with a fixed list of responses, one per request, in order.
 
@@ -1370,5 +1394,7 @@ class CannedModel:
             for name, value in response.items():
                 if name != "content":
                     reply[name] = value
-            return reply
-        return message_json(response, model=model, message_id=f"msg_canned{index:04d}")
+        else:
+            reply = message_json(response, model=model, message_id=f"msg_canned{index:04d}")
+        _check_canned(reply, index)
+        return reply

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from reference_agent.scripted import (
     CannedModel,
     Plan,
+    PlanMismatchError,
     PlanModel,
     ScriptedModel,
     ScriptExhaustedError,
@@ -257,6 +258,19 @@ def test_the_canned_model_replays_its_responses_in_order() -> None:
     replies = [ask(model, []) for _ in range(3)]
     assert [r["stop_reason"] for r in replies] == ["end_turn", "end_turn", "tool_use"]
     assert replies[1]["content"] == [{"type": "text", "text": "two"}]
+
+
+@pytest.mark.parametrize(
+    ("blocks", "words"),
+    [([{"type": "tool_use", "id": "toolu_1", "name": "t", "input": {}}] * 2, "two tool_use blocks with the id 'toolu_1'"),
+     ([{"type": "tool_use", "id": "toolu 1!", "name": "t", "input": {}}], "which the API never sends")],
+)
+def test_the_canned_model_refuses_a_reply_the_api_never_sends(blocks: list[dict[str, Any]], words: str) -> None:
+    # Served, it failed the agent's next request (ids must be unique, or match a pattern),
+    # which read as the agent's bug.
+    with pytest.raises(PlanMismatchError, match="canned response 1") as caught:
+        ask(CannedModel([{"content": blocks}]), [])
+    assert words in str(caught.value)
 
 
 def test_the_canned_model_says_when_it_runs_out() -> None:
