@@ -631,7 +631,7 @@ class ProcessExecutor:
                         timeline.add("attempt_end", outcome="error", detail=f"_Runaway: {value}")
         finally:
             delete_scenario_checkpoints(self.store, task_id, timeline)
-        if not self.uses_status and marks_completion(timeline):
+        if not self.uses_status and marks_completion(timeline, task_id):
             self.uses_status = True
             if idle and outcome.completed:
                 # Its idle return was a stop (see the in-process executor): run again.

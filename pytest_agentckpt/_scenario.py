@@ -518,9 +518,12 @@ def resumed_idle(timeline: Timeline, answer: Any, stopped: tuple[Any] | None) ->
     return waited >= MAX_WAITS - 1
 
 
-def marks_completion(timeline: Timeline) -> bool:
-    """Whether the agent saved a checkpoint with status ``completed`` in ``timeline``."""
-    return any(e.data.get("status") == "completed" for e in timeline.of("store_save"))
+def marks_completion(timeline: Timeline, task_id: str) -> bool:
+    """Whether the agent saved the task's checkpoint (under ``task_id``; a sub-agent's or a
+    snapshot's say nothing of it) with status ``completed`` in ``timeline``."""
+    return any(
+        e.data.get("status") == "completed" and e.data.get("task_id") == task_id for e in timeline.of("store_save")
+    )
 
 
 def stopped_detail(answer: Any) -> str:
@@ -790,7 +793,7 @@ class _Executor:
             api.remove_hook(rules)
             api.remove_delivery_hook(injector.model_delivered)
             injector.api_sink = None
-        if not self.uses_status and marks_completion(timeline):
+        if not self.uses_status and marks_completion(timeline, task_id):
             self.uses_status = True
             if idle and outcome.completed:
                 # A resume that did nothing was taken for the end of an agent that never
