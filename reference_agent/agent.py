@@ -32,10 +32,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
@@ -65,9 +66,9 @@ from .errors import (
     UnresumableHistoryError,
 )
 from .repair import (
+    RepairReport,
     answer_pending,
     pending_tool_uses,
-    repair_history,
     repair_history_report,
     unknown_outcome_result,
 )
@@ -491,23 +492,25 @@ class _Loop:
         self.emit("stopped", reason="failed_before", failure=reason)
         raise TaskFailedError(self.task_id, f"the task failed earlier: {reason}")
 
-    def check_resumable(self, messages: list[dict[str, Any]]) -> None:
+    def check_resumable(self, messages: list[dict[str, Any]], report: RepairReport) -> None:
         """Refuse a stored checkpoint no resume can use, before anything is written.
 
-        ``messages`` is the repaired history. Its calls still pending are answered on a
-        copy, and a final assistant reply left out (it completes the task, or goes back
-        as it is after ``pause_turn``): what remains must be a history the API accepts.
-        Without this check, damage that repair cannot mend (a message with no content, a
-        first message that is not the user's) would be saved by the repair and then
-        fail every resume.
+        ``messages`` is the repaired history (``report`` says how). Its calls still
+        pending are answered on a copy, and a final assistant reply left out (it completes
+        the task, or goes back as it is after ``pause_turn``): what remains must be a
+        history the API accepts. Without this check, damage that repair cannot mend (a
+        message with no content, a first message that is not the user's) would be saved
+        by the repair and then fail every resume. The error names the stored message.
         """
-        probe = repair_history(messages, self.cp.actions)
+        probe, answered = repair_history_report(messages, self.cp.actions)
         if probe and probe[-1].get("role") == "assistant":
             probe = probe[:-1]
         try:
             validate_messages(probe)
         except InvalidHistoryError as exc:
-            raise UnresumableHistoryError(self.task_id, exc) from None
+            origins = [None if o is None else report.origins[o] for o in answered.origins]
+            problem = _in_stored_terms(exc, origins, self.cp.messages, probe)
+            raise UnresumableHistoryError(self.task_id, problem) from None
 
     def repair(self) -> None:
         with self.span("agentckpt.repair") as span:
@@ -515,7 +518,7 @@ class _Loop:
                 self.cp.messages, self.cp.actions, keep_pending=True
             )
             span.set_attribute("agentckpt.repair.steps", len(report.steps))
-        self.check_resumable(messages)
+        self.check_resumable(messages, report)
         if report.changed:
             self.cp.messages = messages
         if report.steps:
@@ -742,6 +745,38 @@ class _Loop:
         self.save(f"failed: {kind}")
         self.emit("stopped", reason=kind, failure=reason)
         raise error(self.task_id, reason)
+
+
+def _in_stored_terms(
+    problem: InvalidHistoryError,
+    origins: Sequence[int | None],
+    stored: Sequence[Mapping[str, Any]],
+    repaired: Sequence[Mapping[str, Any]],
+) -> InvalidHistoryError:
+    """``problem``, found in ``repaired``, with its ``messages.N`` counted in ``stored``.
+
+    ``origins[n]`` is the stored index ``repaired[n]`` was made from (``None``: the repair
+    added it). Block indexes of a message the repair changed are those of the repaired one.
+    """
+    match = re.fullmatch(r"messages\.(\d+)((?:\.\w+)*)", problem.path)
+    if match is None or int(match[1]) >= len(origins):
+        return problem
+    n, rest = int(match[1]), match[2]
+    origin = origins[n]
+    if origin is None:
+        before = next((o for o in reversed(origins[:n]) if o is not None), None)
+        after = "at the start" if before is None else f"after stored messages.{before}"
+        return InvalidHistoryError(
+            problem.path,
+            f"in a message the repair added {after}, counted in the repaired history: "
+            f"{problem.detail}",
+        )
+    if rest and origin < len(stored) and stored[origin] != repaired[n]:
+        return InvalidHistoryError(
+            f"messages.{origin}",
+            f"at {rest[1:]} of this message as the repair changed it: {problem.detail}",
+        )
+    return InvalidHistoryError(f"messages.{origin}{rest}", problem.detail)
 
 
 def _blocks(message: Mapping[str, Any]) -> list[dict[str, Any]]:

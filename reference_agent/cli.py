@@ -466,7 +466,11 @@ def _report_unreadable(task_id: str, store_url: str | None) -> None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    """List the checkpoints; an unreadable one is named on stderr (exit status 1)."""
+    """List the checkpoints; an unreadable one is named on stderr (exit status 1).
+
+    Only the heads are read (one small row per task on SQLite), never the message
+    histories: the status shown is the one last saved, hence ``SAVED STATUS``.
+    """
     store = _open(args.store, read_only=True)
     try:
         rows, unreadable = _readable_listing(store, args.status)
@@ -483,9 +487,9 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(f"no {readable}checkpoints" + (f" with status {args.status}" if args.status else ""))
         return failed
     width = max(len(_shown(r.task_id)) for r in rows)
-    print(f"{'TASK':<{width}}  {'STATUS':<9}  {'ITER':>4}  {'VER':>4}  UPDATED (UTC)")
+    print(f"{'TASK':<{width}}  {'SAVED STATUS':<12}  {'ITER':>4}  {'VER':>4}  UPDATED (UTC)")
     for r in rows:
-        print(f"{_shown(r.task_id):<{width}}  {r.status:<9}  {r.iteration:>4}  {r.version:>4}  "
+        print(f"{_shown(r.task_id):<{width}}  {r.status:<12}  {r.iteration:>4}  {r.version:>4}  "
               f"{r.updated_at:%Y-%m-%d %H:%M:%S}")
     return failed
 
@@ -1008,6 +1012,30 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
+class _CommandParser(_Parser):
+    """A command's parser: an argument it does not know is its own error, shown with its
+    usage (argparse hands it to the top-level parser, whose usage omits the command)."""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
+
+
+def _at_least_one(text: str) -> int:
+    """A count option's value: an int >= 1 (a bad one is the command's usage error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, not {value}")
+    return value
+
+
 _STORE_EXAMPLES = (
     "e.g. sqlite:///tasks.db, postgresql://user@host/db, redis://host:6379/0, "
     "s3://bucket/prefix?endpoint_url=…"
@@ -1033,7 +1061,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=f"Start with: {_PROG} demo",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level to stderr")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                parser_class=_CommandParser)
 
     demo = sub.add_parser(
         "demo",
@@ -1070,9 +1099,9 @@ def build_parser() -> argparse.ArgumentParser:
     run_p.add_argument("--model", metavar="NAME", default=None,
                        help="a Claude model (needs ANTHROPIC_API_KEY), e.g. the default "
                        "reference_agent.DEFAULT_MODEL; default: the offline scripted model")
-    run_p.add_argument("--max-iterations", type=int, default=None, metavar="N",
+    run_p.add_argument("--max-iterations", type=_at_least_one, default=None, metavar="N",
                        help="model calls allowed over the task's life, restarts included (default 50)")
-    run_p.add_argument("--checkpoint-every", type=int, default=1, metavar="N",
+    run_p.add_argument("--checkpoint-every", type=_at_least_one, default=1, metavar="N",
                        help="routine checkpoint every N iterations (default 1); saves around "
                        "irreversible actions always happen")
     run_p.add_argument("--world", metavar="PATH", default=None,
@@ -1092,7 +1121,11 @@ def build_parser() -> argparse.ArgumentParser:
     status.set_defaults(func=cmd_status)
 
     list_p = sub.add_parser("list", help="the tasks in a store", description="Lists the stored "
-                            "checkpoints, optionally only those with one status.")
+                            "checkpoints, optionally only those with one status. It reads each "
+                            "task's head (status, iteration and version as last saved), not "
+                            "its message history: a task whose messages are damaged shows its "
+                            "saved status, and 'status ID' (which reads the whole checkpoint) "
+                            "reports the damage.")
     list_p.add_argument("--status", choices=("running", "completed", "failed"), default=None)
     _store_option(list_p)
     list_p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -1260,10 +1293,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
     _redact_logs(args)
-    if getattr(args, "checkpoint_every", 1) < 1:
-        parser.error("--checkpoint-every must be >= 1")
-    if getattr(args, "max_iterations", None) is not None and args.max_iterations < 1:
-        parser.error("--max-iterations must be >= 1")
     previous_sigterm: Any = None
     previous_sigint: Any = None
     _STOPS.clear()

@@ -107,7 +107,9 @@ class RepairReport:
 
     ``pending`` holds the ``tool_use`` blocks of the last assistant message left
     unanswered when ``keep_pending=True``; ``first_damage`` is the index of the first
-    input message that was not returned unchanged (``None`` when nothing changed).
+    input message that was not returned unchanged (``None`` when nothing changed);
+    ``origins[n]`` is the index of the input message that output message ``n`` was made
+    from (``None`` for a message the repair added).
     """
 
     steps: tuple[RepairStep, ...] = ()
@@ -115,6 +117,7 @@ class RepairReport:
     first_damage: int | None = None
     messages_in: int = 0
     messages_out: int = 0
+    origins: tuple[int | None, ...] = ()
 
     @property
     def changed(self) -> bool:
@@ -272,6 +275,7 @@ def repair_history_report(
     source = [copy.deepcopy(dict(m)) for m in messages]
     fixer = _Repairer(_ledger(actions), keep_pending)
     out: list[dict[str, Any]] = []
+    origins: list[int | None] = []
     i, n = 0, len(source)
     while i < n:
         message = source[i]
@@ -296,6 +300,7 @@ def repair_history_report(
                     continue
                 message = {**message, "content": blocks[:cut]}
             out.append(message)
+            origins.append(i)
             tool_uses = _tool_uses(message)
             if not tool_uses:
                 i += 1
@@ -312,11 +317,13 @@ def repair_history_report(
                 reply = fixer.reply(tool_uses, following, i + 1, at_tail=(i + 2 >= n))
                 if reply is not None:
                     out.append(reply)
+                    origins.append(i + 1)
                 i += 2
             else:
                 reply = fixer.reply(tool_uses, None, i + 1, at_tail=following is None)
                 if reply is not None:
                     out.append(reply)
+                    origins.append(None)
                 i += 1
             continue
         # A user message that does not follow a tool_use turn: any result in it is an orphan.
@@ -335,6 +342,7 @@ def repair_history_report(
                 continue
             message = {**message, "content": kept}
         out.append(message)
+        origins.append(i)
         i += 1
     report = RepairReport(
         steps=tuple(fixer.steps),
@@ -342,6 +350,7 @@ def repair_history_report(
         first_damage=fixer.first_damage,
         messages_in=n,
         messages_out=len(out),
+        origins=tuple(origins),
     )
     return out, report
 

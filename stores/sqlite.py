@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import shlex
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping
@@ -240,12 +241,34 @@ class SQLiteStore:
     # -- connections -------------------------------------------------------------------
 
     def _unavailable(self, reason: str) -> StoreUnavailableError:
+        # Matched on SQLite's wording (SQLITE_NOTADB, SQLITE_CORRUPT, SQLITE_BUSY and
+        # SQLITE_LOCKED): Python 3.10's exceptions carry no error code.
+        keep = (
+            "Do not delete or overwrite it: keep a copy of it (and of its -wal file, if any), "
+            "then restore it from a backup"
+        )
         if "file is not a database" in reason:
             # Another kind of file at the path, or one damaged past SQLite's header.
             return StoreUnavailableError(
                 f"SQLite store {self.url!r} is unavailable: the file is not a SQLite "
-                "database, or its header is damaged. Check the path in the store URL; the "
-                "file was not changed"
+                "database, or its header is damaged. Check the path in the store URL; if it "
+                f"is the store's file, it is damaged. {keep}. The file was not changed"
+            )
+        if "database disk image is malformed" in reason:
+            # A file cut short (a full disk, a copy that stopped) or partly overwritten.
+            path = shlex.quote(str(self.path))
+            return StoreUnavailableError(
+                f"SQLite store {self.url!r} is unavailable: {reason}: the file is damaged "
+                f"(cut short or partly overwritten). {keep}, or recover what it holds into a "
+                f'new file (sqlite3 {path} ".recover" | sqlite3 recovered.db) and point the '
+                "store URL at that one. The file was not changed"
+            )
+        if "is locked" in reason:
+            return StoreUnavailableError(
+                f"SQLite store {self.url!r} is unavailable: {reason}: another process held a "
+                f"lock on it longer than busy_timeout ({self._busy_timeout_ms} ms). Try again "
+                "when it is done, or raise the URL's ?busy_timeout= (milliseconds); keep the file on "
+                "a local disk (a network share's locks are unreliable)"
             )
         return StoreUnavailableError(
             f"SQLite store {self.url!r} is unavailable: {reason}. Check that the path is a "

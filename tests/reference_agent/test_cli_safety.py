@@ -699,3 +699,122 @@ def test_a_sqlite_store_that_chose_synchronous_normal_is_not_refused(
     url = f"sqlite:///{tmp_path / 'c.db'}?synchronous=normal"
     assert main(["run", "--task-id", "t", "--goal", "g", "--store", url]) == 0
     assert "warning" not in capsys.readouterr().err
+
+
+# -- point 14: bad input names the right place, the right status, the right fix, the right usage --
+
+
+_BLANK_TEXT = {"type": "text", "text": "  "}  # no repair mends it
+_BLANK = {"role": "user", "content": [_BLANK_TEXT]}
+_CALL = {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "search",
+                                           "input": {}}]}
+
+
+@pytest.mark.parametrize(("stored", "says"), [
+    # The repair drops the empty reply before the bad message: the repaired history has one less.
+    ([{"role": "user", "content": "go"}, {"role": "assistant", "content": ""}, _BLANK],
+     "(messages.2.content.0: text content blocks must contain non-whitespace text)"),
+    # The repair adds the answer to toolu_1 before the bad message: one more.
+    ([{"role": "user", "content": "go"}, _CALL, {"role": "assistant", "content": "hi"}, _BLANK],
+     "(messages.3.content.0: text content blocks must contain non-whitespace text)"),
+    # The repair moved the result of toolu_1 before the bad block: its index is the repaired one's.
+    ([{"role": "user", "content": "go"}, {"role": "assistant", "content": ""}, _CALL,
+      {"role": "user", "content": [_BLANK_TEXT,
+                                   {"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}]}],
+     "(messages.3: at content.1 of this message as the repair changed it: text content blocks"),
+], ids=["dropped before", "added before", "changed by the repair"])
+def test_an_unresumable_history_names_the_bad_message_by_its_stored_position(
+    stored: list[dict[str, Any]], says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _stored(tmp_path / "c.db", "t", stored)
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    assert main(["run", "--task-id", "t", "--goal", "g", "--store", url]) == 1
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert says in error, error
+    named = re.search(r"\(messages\.(\d+)", error)
+    assert named is not None and stored[int(named[1])]["content"][0] == _BLANK_TEXT  # as inspect numbers it
+    store = open_store(url)
+    assert store.load("t").messages == stored  # type: ignore[union-attr]  # left as it is
+    store.close()
+
+
+def test_list_shows_the_saved_status_and_status_reports_damaged_messages(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # list reads the heads only: a task whose message rows are damaged shows the status it
+    # was saved with, under a header that says so; status reads the task and says it is corrupt.
+    _corrupt_sqlite_task(tmp_path / "c.db", "t")
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    assert main(["list", "--store", url]) == 0
+    header, row = capsys.readouterr().out.splitlines()
+    assert header.split()[:3] == ["TASK", "SAVED", "STATUS"] and row.split()[:2] == ["t", "running"]
+    assert main(["status", "t", "--store", url]) == 1
+    error = capsys.readouterr().err
+    assert "checkpoint 't' is corrupt" in error and f"{_PROG} delete t --store {url}" in error
+    with pytest.raises(SystemExit):
+        main(["list", "--help"])
+    assert "not its message history" in " ".join(capsys.readouterr().out.split())
+
+
+def _truncated(path: Path) -> None:
+    store = open_store(f"sqlite:///{path}")
+    for n in range(3):
+        store.save(Checkpoint(task_id=f"t{n}", messages=[{"role": "user", "content": "go " * 500}]))
+    store.close()  # closing the last connection moves the WAL into the file
+    os.truncate(path, path.stat().st_size // 2)
+
+
+@pytest.mark.parametrize(("damage", "says", "not_said"), [
+    ("truncated", ["database disk image is malformed: the file is damaged",
+                   "Do not delete or overwrite it", "restore it from a backup", '".recover"'],
+     "network share"),
+    ("not a database", ["the file is not a SQLite database", "Do not delete or overwrite it",
+                        "restore it from a backup"], "network share"),
+    ("locked", ["database is locked: another process held a lock on it longer than busy_timeout "
+                "(100 ms)"], ".recover"),
+], ids=["truncated", "not a database", "locked"])
+@pytest.mark.parametrize("argv", [["list"], ["status", "t0"], ["run", "--task-id", "t9", "--goal", "g"]],
+                         ids=["list", "status", "run"])
+def test_a_sqlite_file_sqlite_cannot_use_gets_the_advice_that_fits(
+    damage: str, says: list[str], not_said: str, argv: list[str], tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from contextlib import closing
+
+    path = tmp_path / "c.db"
+    if damage == "truncated":
+        _truncated(path)
+    elif damage == "not a database":
+        _write(path, "not a database")
+    else:
+        open_store(f"sqlite:///{path}").close()
+    before = path.read_bytes()
+    with closing(sqlite3.connect(path, isolation_level=None)) as other:
+        if damage == "locked":
+            other.execute("BEGIN IMMEDIATE")  # another process's write transaction
+        assert main([*argv, "--store", f"sqlite:///{path}?busy_timeout=100"]) == 1
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("error: "), err
+    assert all(part in err for part in says) and not_said not in err, err
+    assert path.read_bytes() == before  # nothing lost: the file is as it was
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["run", "--task-id", "t", "--goal", "g", "--bogus"], "unrecognized arguments: --bogus"),
+    (["list", "extra"], "unrecognized arguments: extra"),
+    (["status", "t", "--bogus"], "unrecognized arguments: --bogus"),
+    (["run", "--task-id", "t", "--goal", "g", "--checkpoint-every", "0"],
+     "argument --checkpoint-every: must be >= 1, not 0"),
+    (["run", "--task-id", "t", "--goal", "g", "--max-iterations", "x"],
+     "argument --max-iterations: invalid int value: 'x'"),
+], ids=["run --bogus", "list extra", "status --bogus", "run --checkpoint-every 0", "run --max-iterations x"])
+def test_a_bad_argument_of_a_command_shows_that_commands_usage(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main([*argv, "--store", "memory://"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    command = argv[0]
+    assert err.startswith(f"usage: {_PROG} {command} [-h]"), err
+    assert f"{_PROG} {command}: error: {says}" in err, err
