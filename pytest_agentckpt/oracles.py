@@ -39,6 +39,7 @@ says why, and the harness reports it instead of passing it silently.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -542,7 +543,7 @@ def no_duplicate_effect(
                     + (
                         _key_advice(done, reasked=_reasked_reply(timeline, key), issued=_issued_ids(timeline))
                         if flags is not None and flags.idempotent
-                        else _unkeyed_advice(_reasked_reply(timeline, key))
+                        else _retried_after_failure(timeline, done) or _unkeyed_advice(_reasked_reply(timeline, key))
                     ),
                     marks,
                 )
@@ -812,6 +813,32 @@ def _unkeyed_advice(reasked: str | None) -> str:
     return f"{record} {why}" if reasked == "unsaved" else why
 
 
+def _retried_after_failure(timeline: Timeline, done: list[Event]) -> str | None:
+    """The advice when a call was made again in the attempt that made it, with a failed
+    save or API request between the two and no new reply of the model: the agent's own
+    retry (a loop, or a library such as tenacity) wrapped the call with what failed after
+    it. ``None`` otherwise."""
+    replies = [e.seq for e in timeline.of("model_response")]
+    failed = {
+        e.seq: "a save" if e.kind == "store_save_failed" else "an API request"
+        for e in timeline.of("store_save_failed", "api_fault")
+    }
+    for first, again in itertools.pairwise(done):
+        if first.attempt != again.attempt or any(first.seq < seq < again.seq for seq in replies):
+            continue
+        between = [what for seq, what in failed.items() if first.seq < seq < again.seq]
+        if between:
+            return (
+                f"Both calls were made in attempt {again.attempt}, with the same model reply, and "
+                f"{between[0]} failed between them: a retry (a loop, or a library such as "
+                "tenacity) wrapped the call with what came after it, and ran the call again "
+                "when only that needed retrying. The call had happened: retry the failed step "
+                "alone (the outcome's save), or record the call's outcome first and settle the "
+                "call from the record."
+            )
+    return None
+
+
 def _key_advice(done: list[Event], *, reasked: str | None = None, issued: frozenset[str] = frozenset()) -> str:
     """What to do about repeats of a tool that drops a repeat of the same key (``reasked``:
     what :func:`_reasked_reply` says of its call)."""
@@ -901,6 +928,7 @@ def _plain_answer_of_unrun_call(
         if e.data.get("tool") == tool and canonical(e.data.get("input")) == raw_input
     ]
     ends = [e.seq for e in timeline.of("attempt_end")]
+    failures = [e.seq for e in timeline.of("store_save_failed", "store_outage", "api_fault", "tool_error")]
     for event, block in _sent_results(timeline):
         use_id = str(block.get("tool_use_id"))
         if (
@@ -923,12 +951,30 @@ def _plain_answer_of_unrun_call(
                     "entry with the turn that asked for it, mark it dispatched only after the "
                     "call, and dispatch what is left when it resumes.)"
                 )
+            if any(asked_at.get(use_id, -1) < seq < event.seq for seq in failures):
+                return (
+                    f"{said} Within one attempt: something failed before the tool ran (a failed "
+                    "intent save, say) and its error went to the model as an ordinary result (a "
+                    "framework that turns a tool's exception into its result, without is_error). "
+                    "Answer such a call with is_error: true, or end the attempt, so the call is "
+                    "asked for again."
+                )
+            # Nothing failed between the ask and the answer: the agent answered without
+            # running the call on purpose (an outbox's "queued"), and lost it afterwards.
+            after = next((end for end in ends if end > event.seq), None)
+            lost_when = (
+                " The attempt that answered it ended before making the call, and no later "
+                "attempt made it."
+                if after is not None
+                else ""
+            )
             return (
-                f"{said} Within one attempt: something failed before the tool ran (a failed "
-                "intent save, say) and its error went to the model as an ordinary result (a "
-                "framework that turns a tool's exception into its result, without is_error). "
-                "Answer such a call with is_error: true, or end the attempt, so the call is "
-                "asked for again."
+                f"{said} Nothing failed between the request and that answer: the agent answered "
+                f"the call without running it, as an outbox does (\"queued\", the call made "
+                f"later).{lost_when} Save the entry with the turn that answered it, mark it "
+                "dispatched only after the call, and on every resume dispatch what is left "
+                "before the task counts as done (a task saved completed with entries left must "
+                "still dispatch them)."
             )
     return None
 

@@ -68,7 +68,12 @@ class Event:
 
 
 def _short(value: Any, limit: int = 90) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    """``value`` on one line: a text's line breaks and other control characters escaped
+    (``\\n``), so that a multi-line answer keeps the timeline's layout; cut at ``limit``."""
+    if isinstance(value, str):
+        text = value if value.isprintable() else json.dumps(value, ensure_ascii=False)[1:-1]
+    else:
+        text = json.dumps(value, sort_keys=True, default=str)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

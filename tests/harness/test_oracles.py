@@ -262,6 +262,50 @@ def test_a_call_answered_queued_and_never_made_across_a_crash_names_the_outbox_f
     assert "dispatch what is left when it resumes" in violation.message
 
 
+def test_a_call_answered_queued_then_lost_after_the_answer_is_blamed_on_the_dispatch() -> None:
+    # An outbox answered "queued" in the attempt the model asked in, with nothing failing
+    # in between, then saved the task completed and crashed before dispatching: no
+    # framework turned an error into a result, and the advice must not say so.
+    queued = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "queued"}]}
+    timeline = _timeline(
+        _response(("t1", "send", {"to": "a"})),
+        ("model_request", {"index": 2, "messages": [GOAL, USE, queued]}),
+        ("crash", {"point": "before_tool_effect", "occurrence": 1}),
+        ("attempt_end", {"outcome": "crash"}),
+        ("attempt", {}),
+    )
+    [violation], _ = no_duplicate_effect(timeline, _baseline({SEND: 1}), FLAGS, completed=True)
+    assert "Within one attempt" not in violation.message and "exception" not in violation.message
+    assert "Nothing failed between the request and that answer" in violation.message
+    assert "ended before making the call" in violation.message
+    assert "a task saved completed with entries left must still dispatch them" in violation.message
+
+
+def test_an_unkeyed_call_retried_with_its_failed_outcome_save_in_one_attempt_is_told_so() -> None:
+    # A retry around "call, then save the outcome": the save fails, the retry makes the
+    # call again. Nothing was resumed: "settle it on resume" would be the wrong fix.
+    timeline = _timeline(
+        _response(("t1", "send", {"to": "a"})),
+        _effect(),
+        ("store_save_failed", {"error": "injected store outage on save", "reason": "outage"}),
+        _effect(),
+    )
+    [violation], _ = no_duplicate_effect(timeline, _baseline({SEND: 1}), FLAGS, completed=True)
+    assert "Both calls were made in attempt 1, with the same model reply, and a save failed" in violation.message
+    assert "settle it on resume" not in violation.message
+    # The same repeat across a resume keeps the resume's advice.
+    resumed = _timeline(
+        _response(("t1", "send", {"to": "a"})),
+        _effect(),
+        ("store_save_failed", {"error": "injected store outage on save", "reason": "outage"}),
+        ("crash", {"point": "after_tool_effect", "occurrence": 1}),
+        ("attempt", {}),
+        _effect(),
+    )
+    [violation], _ = no_duplicate_effect(resumed, _baseline({SEND: 1}), FLAGS, completed=True)
+    assert "Both calls" not in violation.message and "settle it on resume" in violation.message
+
+
 def test_a_wrong_answer_without_a_crash_is_not_said_to_come_from_a_resume() -> None:
     timeline = _timeline(("api_fault", {"fault": "max_tokens", "index": 2}))
     [violation] = same_answer("the final an", _baseline({}, "the final answer"), completed=True, timeline=timeline)
