@@ -9,7 +9,7 @@ failed, each with its own smallest example.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -123,7 +123,7 @@ def _judge(
     violations += iteration_monotone(main, budget=budget)
     missing = history_not_found(main)
     if missing is None:
-        violations += recorded_work_not_redone(main)
+        violations += recorded_work_not_redone(main, flags)
     else:
         not_checkable.update({name: missing for name in HISTORY_ORACLES if name not in ignored})
     unsaved = nothing_saved(main)
@@ -474,8 +474,10 @@ def _evaluate_once(executor: _Executor, plan: Plan, faults: FaultPlan, budget: i
     return _Verdict(plan, faults, outcome, violations, unsafe, False, not_checkable, advice, fault_text=fault_text)
 
 
-def _ignored_oracles(ignore_oracles: Sequence[str]) -> frozenset[str]:
-    if isinstance(ignore_oracles, str):
+def _ignored_oracles(ignore_oracles: Sequence[str] | None) -> frozenset[str]:
+    if ignore_oracles is None:  # what "none ignored" reads like
+        return frozenset()
+    if isinstance(ignore_oracles, str) or not isinstance(ignore_oracles, Iterable):
         raise ValueError(f"ignore_oracles must be a sequence of oracle names, not {ignore_oracles!r}")
     unknown = sorted(set(ignore_oracles) - set(ORACLES))
     if unknown:

@@ -20,6 +20,7 @@ wires it to ``--agentckpt-chaos`` and ``@pytest.mark.agentckpt_chaos``.
 from __future__ import annotations
 
 import random
+import textwrap
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -218,6 +219,26 @@ FRAGILE_ASSERTIONS = (
     "@pytest.mark.agentckpt_chaos(False)."
 )
 
+#: A test whose assertions fail when it runs again on the store it left, though the agent
+#: did no work then.
+RERUN_ASSERTIONS = (
+    "running the test again on the store it left failed in the test's own assertions, though "
+    "the agent made no model or tool call: chaos mode resumes a crashed test by running it "
+    "again, so its assertions must hold on a rerun. Assert on outcomes (the effects your tools "
+    "had, the final answer), not on what only a first run returns, or keep the test out with "
+    "@pytest.mark.agentckpt_chaos(False)"
+)
+
+#: Why an unfinished task's test is judged on fewer oracles.
+UNFINISHED = (
+    "the test leaves its task unfinished (the model's last reply asked for tools, and no "
+    "checkpoint was saved completed after it), so a resume takes the task further than the "
+    "test's own run did: chaos mode does not judge effects against that run (a lost or an "
+    "extra one), nor the task run again. It still judges the message sequence, an effect "
+    "repeated beyond what the model asked for, recorded work and the iteration count. fuzz "
+    "resumes a stopped task until it completes, and judges the rest"
+)
+
 
 class ChaosTest:
     """The chaos experiment of one test.
@@ -263,6 +284,8 @@ class ChaosTest:
         self.results: list[PointResult] = []
         #: Oracles that could not judge this test, with why (warned of as fuzz does).
         self.not_checkable: dict[str, str] = {}
+        #: The first run left its task unfinished (:func:`_left_unfinished`).
+        self.unfinished = False
         #: Whether the store was given where the history lives (``agentckpt_history``).
         self.located = False
         self._worlds: list[World] = []
@@ -346,8 +369,10 @@ class ChaosTest:
         baseline_timeline = self.injector.timeline
         self.stats.tests = 1
         clean = PointResult(FaultPlan(), baseline_timeline, completed=True)
-        self._run_completed_again(clean, self._baseline_end)
         main = _prefix(baseline_timeline, self._baseline_end)
+        self.unfinished = _left_unfinished(main)
+        if not self.unfinished:
+            self._run_completed_again(clean, self._baseline_end)
         self.baseline = Baseline(
             answer=None,
             effects=effect_counts(main),
@@ -356,6 +381,8 @@ class ChaosTest:
         )
         clean.violations = self._sequence_violations(main) + clean.violations
         self.not_checkable = _not_checkable(main, located=self.located)
+        if self.unfinished:
+            self.not_checkable.setdefault("completed_idempotent", UNFINISHED)
         if clean.violations:
             self.stats.tests_failed = 1
             raise ChaosFailure(self._report([clean], crash_free=True), [clean])
@@ -454,14 +481,19 @@ class ChaosTest:
                     + (f"; last error: {last_error}" if last_error else ""),
                 )
             )
-        if result.completed:
+        if result.completed and not self.unfinished:
             self._run_completed_again(result, main_end)
         main = _prefix(timeline, main_end)
         violations = self._sequence_violations(main)
-        duplicates, result.unsafe = no_duplicate_effect(main, self.baseline, self.flags, completed=result.completed)
+        # A test whose own assertion failed may still have finished its task: a lost
+        # action is then what the assertion saw, and the oracle names it.
+        finished = result.completed or (failure is not None and _saved_completed(main))
+        duplicates, result.unsafe = no_duplicate_effect(
+            main, self.baseline, self.flags, completed=finished and not self.unfinished, bounded=not self.unfinished
+        )
         violations += duplicates
         violations += iteration_monotone(main)
-        violations += recorded_work_not_redone(main)
+        violations += recorded_work_not_redone(main, self.flags)
         result.violations = violations + result.violations
         return result
 
@@ -499,9 +531,13 @@ class ChaosTest:
         except BaseException as exc:
             detail = _describe_exception(exc)
             timeline.add("attempt_end", outcome="error", detail=detail)
-            result.violations.append(
-                Violation("completed_idempotent", f"running the test again on the completed task failed: {detail}")
-            )
+            worked = any(e.kind in ("model_request", "tool_call") for e in timeline.events[start:])
+            if _test_failed(exc) and not worked:
+                result.violations.append(Violation("test_assertions", f"{RERUN_ASSERTIONS} ({detail})"))
+            else:
+                result.violations.append(
+                    Violation("completed_idempotent", f"running the test again on the completed task failed: {detail}")
+                )
         else:
             timeline.add("attempt_end", outcome="answer", detail="the test body passed")
         result.violations += completed_idempotent(timeline.events[start:], None, None)
@@ -542,6 +578,20 @@ class ChaosTest:
             lines.extend(f"    {r.plan.describe()}" for r in doubtful)
         if not crash_free and all(_only_the_test_failed(r) for r in failures):
             lines.append(FRAGILE_ASSERTIONS)
+        cut = next(
+            (
+                (r, v)
+                for r in failures
+                for v in r.violations[:1]
+                if v.oracle != "test_assertions" and _clip(v.message) != v.message.strip()
+            ),
+            None,
+        )
+        if cut is not None:
+            result, violation = cut
+            where = "the crash-free run" if crash_free else result.plan.describe()
+            lines.append(f"{violation.oracle} at {where}, in full:")
+            lines.extend("    " + line for line in textwrap.wrap(" ".join(violation.message.split()), 100))
         asserted = next((v for r in failures for v in r.violations if v.oracle == "test_assertions"), None)
         if asserted is not None and "\n" in asserted.message:
             where = next(r for r in failures if asserted in r.violations).plan.describe()
@@ -574,9 +624,11 @@ def _not_checkable(main: Timeline, *, located: bool) -> dict[str, str]:
     if asked and not main.of("tool_call"):
         reason = (
             f"the model asked for {', '.join(asked)}, but no tool call went through the toolbox of "
-            "the agentckpt_tools fixture, so chaos mode saw no tool call or effect (a test that "
-            "builds its own toolbox is not observed): pass the agentckpt_tools fixture's value to "
-            "the agent, and override agentckpt_tools in your conftest.py to return your toolbox"
+            "the agentckpt_tools fixture, so chaos mode saw no tool call or effect. If the agent "
+            "ran them, it used a toolbox of its own, which is not observed: pass the "
+            "agentckpt_tools fixture's value to the agent, and override agentckpt_tools in your "
+            "conftest.py to return your toolbox. If this test stops the agent before its tools "
+            "run (a pause, a lost lease), there is nothing here for these oracles to judge"
         )
         found.update(dict.fromkeys(TOOL_ORACLES, reason))
     if history_not_found(main) is not None:
@@ -604,6 +656,45 @@ def _not_checkable(main: Timeline, *, located: bool) -> dict[str, str]:
         for oracle in HISTORY_ORACLES:
             found.setdefault(oracle, reason)
     return found
+
+
+def _left_unfinished(main: Timeline) -> bool:
+    """Whether the first run of a test left its task visibly unfinished: the model's last
+    reply asked for tools (or was cut short) and no checkpoint was saved ``completed``
+    after it. Running such a test again goes on with the task (a resume does more than
+    the first run did), so neither its effects nor a rerun doing work are judged against
+    that run.
+
+    >>> t = Timeline(); _ = t.start_attempt()
+    >>> _ = t.add("model_response", status=200, tool_uses=[("toolu_1", "send", {})], stop_reason="tool_use")
+    >>> _ = t.add("store_save", status="running")
+    >>> _left_unfinished(t)
+    True
+    >>> _ = t.add("store_save", status="completed")
+    >>> _left_unfinished(t)
+    False
+    """
+    last = next((e for e in reversed(main.of("model_response")) if e.data.get("status") == 200), None)
+    if last is None:
+        return False
+    if not (last.data.get("tool_uses") or last.data.get("stop_reason") in ("tool_use", "pause_turn", "max_tokens")):
+        return False
+    return not any(e.seq > last.seq and e.data.get("status") == "completed" for e in main.of("store_save"))
+
+
+def _saved_completed(main: Timeline) -> bool:
+    """Whether every checkpoint the run saved was last saved ``completed``.
+
+    >>> t = Timeline(); _ = t.start_attempt()
+    >>> _ = t.add("store_save", task_id="a", status="running")
+    >>> _ = t.add("store_save", task_id="a", status="completed")
+    >>> _saved_completed(t)
+    True
+    """
+    last: dict[Any, Any] = {}
+    for event in main.of("store_save"):
+        last[event.data.get("task_id")] = event.data.get("status")
+    return bool(last) and all(status == "completed" for status in last.values())
 
 
 def _held_before(timeline: Timeline) -> Event | None:

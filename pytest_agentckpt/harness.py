@@ -101,7 +101,7 @@ def fuzz(
     mode: Mode = "memory",
     client: ClientPath = "sdk",
     database: ExampleDatabase | None = None,
-    ignore_oracles: Sequence[str] = (),
+    ignore_oracles: Sequence[str] | None = (),
     history: HistoryLocator | str | None = None,
     systematic: bool = False,
     shrink: bool = True,
@@ -279,7 +279,7 @@ def replay(
     store: Any = None,
     budget: int | None = None,
     goal: str = "Carry out the task.",
-    ignore_oracles: Sequence[str] = (),
+    ignore_oracles: Sequence[str] | None = (),
     history: HistoryLocator | str | None = None,
 ) -> None:
     """Run one scenario (a plan and a fault plan) and check the oracles, as ``fuzz`` does.

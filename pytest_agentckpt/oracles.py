@@ -502,8 +502,12 @@ def no_duplicate_effect(
     tools: Mapping[str, ToolFlags],
     *,
     completed: bool,
+    bounded: bool = True,
 ) -> tuple[list[Violation], list[UnsafeTool]]:
     """No effect more often than in the crash-free run; exactly those effects on completion.
+
+    ``bounded=False``: the crash-free run is no bound (it stopped its task before the end,
+    and a resume goes further): only an effect beyond what the model asked for counts.
 
     An effect performed more often than the model asked for it (distinct ``tool_use`` ids
     in its replies) is always the agent's bug. Otherwise the one excuse is an effect of an
@@ -548,7 +552,7 @@ def no_duplicate_effect(
                     marks,
                 )
             )
-        elif n > expected:
+        elif n > expected and bounded:
             excused = sum(1 for e in done if e.seq in unrecorded)
             if flags is not None and flags.irreversible and not flags.idempotent and n - expected <= excused:
                 unsafe.append(UnsafeTool(tool, json.loads(raw_input), n, expected))
@@ -1496,7 +1500,7 @@ def iteration_monotone(timeline: Timeline, *, budget: int | None = None) -> list
 
 
 # -- 5 ---------------------------------------------------------------------------------
-def recorded_work_not_redone(timeline: Timeline) -> list[Violation]:
+def recorded_work_not_redone(timeline: Timeline, tools: Mapping[str, ToolFlags] | None = None) -> list[Violation]:
     """Work recorded in the latest durable checkpoint is not done again.
 
     A model request equal to a prefix of the stored history that the stored history
@@ -1505,7 +1509,9 @@ def recorded_work_not_redone(timeline: Timeline) -> list[Violation]:
     runs recorded work again — when its result can be the one recorded: for each of those
     ids, the same call ran before the first durable save that answered it. An agent with
     an outbox answers a call ("queued") before a separate step makes it: its first call
-    after the answer is the work, not a repeat of it.
+    after the answer is the work, not a repeat of it. A read-only tool (``tools`` gives
+    the kinds) is re-run freely: an agent that reads again what it read before the crash
+    (a ticket that may have changed meanwhile) redoes no work that counts.
 
     An agent may keep several checkpoints (a sub-agent's conversation each, a ledger
     apart): each request is judged against the latest save of its conversation's
@@ -1631,10 +1637,14 @@ def recorded_work_not_redone(timeline: Timeline) -> list[Violation]:
             new_key = key is not None and key not in call_keys[call]
             if key is not None:
                 call_keys[call].add(key)
+            flags = (tools or {}).get(call[0])
+            if flags is not None:
+                flags = flags.for_input(event.data["input"])
             if (
                 durable
                 and ids
                 and not new_key
+                and (flags is None or flags.irreversible)
                 and ids <= answered
                 and all(any(seq < first_answer[i] for seq in ran) for i in ids)
             ):

@@ -144,3 +144,134 @@ def test_bad_bounds_are_refused() -> None:
     with pytest.raises(ValueError, match="max_points"):
         ChaosTest("t", call_body=lambda: None, setup=lambda: None, teardown=lambda: None, max_points=0)
     assert FaultPlan().size == 0
+
+
+class _Paused(Exception):
+    """The test's own way to stop the agent after one turn (a pause for approval)."""
+
+
+TWO_STEPS = Plan(
+    steps=(Step((ToolCall("search", {"query": "ann"}),)), Step((ToolCall("send_email", {"to": "ann"}),))),
+    final_answer="sent",
+)
+
+
+def _pausing_experiment() -> ChaosTest:
+    """A test that stops the agent at the start of its second turn, every time it runs:
+    its task is left running, and each rerun takes it one turn further."""
+    doors: dict[str, Any] = {}
+
+    def setup() -> None:
+        api = FakeMessagesAPI(PlanModel(TWO_STEPS))
+        test.instrument_api(api)
+        doors.update(
+            client=api.client(),
+            store=test.instrument_store(open_store("memory://")),
+            tools=test.instrument_tools(toolbox()),
+        )
+
+    def body() -> None:
+        turns: list[int] = []
+
+        def pause(event: Any) -> None:
+            if event.kind == "iteration":
+                turns.append(event.iteration)
+                if len(turns) == 2:
+                    raise _Paused
+
+        with pytest.raises(_Paused):
+            reference_agent.run("t", "send it", on_event=pause, retry_backoff=0.0, **doors)
+        checkpoint = doors["store"].load("t")
+        assert checkpoint is not None and checkpoint.status == "running"
+
+    test = ChaosTest("pausing", call_body=body, setup=setup, teardown=doors.clear)
+    setup()
+    return test
+
+
+def test_a_test_that_leaves_its_task_unfinished_is_not_failed_for_the_work_a_rerun_goes_on_with() -> None:
+    # Running it again resumes the task and asks the model: not "a completed task redone".
+    # A resume after a late crash sends the e-mail the first run never reached: not an
+    # effect beyond the crash-free run's. Both were false alarms.
+    test = _pausing_experiment()
+    try:
+        stats = test.run()
+    finally:
+        test.close()
+    assert stats.failed == 0 and stats.points_run > 5
+    assert any(r.timeline.of("effect") and r.timeline.of("effect")[-1].data["tool"] == "send_email" for r in test.results)
+    assert "the test leaves its task unfinished" in test.not_checkable["completed_idempotent"]
+
+
+def _completes_before_its_effect(store: Any) -> Any:
+    """The store of an agent that marks its task completed when it records the intent of
+    its last call, before the call: a crash in between loses the call."""
+    from stores import Checkpoint
+
+    class CompletesEarly:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(store, name)
+
+        def save(self, checkpoint: Checkpoint) -> Checkpoint:
+            if any(a.tool_name == "send_email" and a.state == "intent" for a in checkpoint.actions):
+                checkpoint = checkpoint.model_copy(update={"status": "completed", "final_answer": "sent"})
+            return store.save(checkpoint)  # type: ignore[no-any-return]
+
+    return CompletesEarly()
+
+
+def test_a_lost_action_the_tests_own_assertion_caught_is_named_not_called_a_fragile_assertion() -> None:
+    doors: dict[str, Any] = {}
+
+    def setup() -> None:
+        api = FakeMessagesAPI(PlanModel(PLAN))
+        test.instrument_api(api)
+        doors.update(
+            client=api.client(),
+            store=test.instrument_store(_completes_before_its_effect(open_store("memory://"))),
+            tools=test.instrument_tools(toolbox()),
+        )
+
+    def body() -> None:
+        reference_agent.run("t", "send it", retry_backoff=0.0, **doors)
+        assert test.world.count("send_email", {"to": "ann"}) == 1  # an outcome, as the docs ask
+
+    test = ChaosTest("early", call_body=body, setup=setup, teardown=doors.clear)
+    setup()
+    try:
+        with pytest.raises(ChaosFailure) as caught:
+            test.run()
+    finally:
+        test.close()
+    lost = [r for r in caught.value.failures if r.violations[0].oracle == "no_duplicate_effect"]
+    assert lost and "an action was lost" in lost[0].violations[0].message
+    assert "the oracles found nothing wrong" not in str(caught.value)
+
+
+def test_a_rerun_failing_only_the_tests_assertions_without_agent_work_is_not_blamed_on_the_agent() -> None:
+    answers: list[str] = []
+    doors: dict[str, Any] = {}
+
+    def setup() -> None:
+        api = FakeMessagesAPI(PlanModel(PLAN))
+        test.instrument_api(api)
+        doors.update(
+            client=api.client(),
+            store=test.instrument_store(open_store("memory://")),
+            tools=test.instrument_tools(toolbox()),
+        )
+
+    def body() -> None:
+        answers.append(reference_agent.run("t", "send it", retry_backoff=0.0, **doors))
+        assert len(answers) == 1, "asserts what only a first run sees"
+
+    test = ChaosTest("first-run-only", call_body=body, setup=setup, teardown=doors.clear, max_points=1)
+    setup()
+    try:
+        with pytest.raises(ChaosFailure) as caught:
+            test.run()
+    finally:
+        test.close()
+    report = str(caught.value)
+    assert "test_assertions" in report and "its assertions must hold on a rerun" in report
+    assert "completed_idempotent" not in report

@@ -512,6 +512,26 @@ def test_a_second_conversation_like_the_first_is_not_redone_work_until_the_agent
         assert "asks again for reply 1" in violation.message
 
 
+def test_reading_again_with_a_read_only_tool_after_a_restart_is_no_redone_work() -> None:
+    # An agent that fetches its ticket again after a restart, in case it changed: a
+    # read-only tool is re-run freely. The same repeat of an irreversible tool is not.
+    def reread(tool: str) -> Timeline:
+        use = {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": tool, "input": {"to": "a"}}]}
+        return _timeline(
+            _response(("t1", tool, {"to": "a"})),
+            ("tool_call", {"tool": tool, "input": {"to": "a"}, "key": None}),
+            _save([GOAL, use, RESULT]),
+            ("attempt", {}),
+            ("tool_call", {"tool": tool, "input": {"to": "a"}, "key": None}),
+        )
+
+    kinds = {**FLAGS, "fetch": ToolFlags(irreversible=False, idempotent=False)}
+    assert recorded_work_not_redone(reread("fetch"), kinds) == []
+    assert [v.oracle for v in recorded_work_not_redone(reread("send"), kinds)] == ["recorded_work_not_redone"]
+    # Without the kinds (a caller that has none), every repeat counts, as before.
+    assert [v.oracle for v in recorded_work_not_redone(reread("fetch"))] == ["recorded_work_not_redone"]
+
+
 def test_running_a_tool_whose_result_the_checkpoint_holds_is_redone_work() -> None:
     redone = _timeline(
         _response(("t1", "send", {"to": "a"})),

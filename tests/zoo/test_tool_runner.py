@@ -49,7 +49,9 @@ TWINS: list[tuple[str, str | None, Callable[[], Any], str, dict[str, Any]]] = [
     # error, and the model asks again under a new tool_use id (a new key).
     ("ledger", "outcome_error", toolbox, "no_duplicate_effect", {"fault_kinds": ["store_outage"], "plans": _plan(WRITE)}),
     ("ledger", "no_key", toolbox, "no_duplicate_effect", {"fault_kinds": ["after_tool_effect"], "plans": _plan(WRITE)}),
-    ("ledger", "rerun_answered", toolbox, "recorded_work_not_redone", {"fault_kinds": ["after_checkpoint_write"], "plans": _plan(SEARCH)}),
+    # A keyed write run again under its key: no second effect, but recorded work redone
+    # (a read-only call's rerun is free: an agent may read again after a restart).
+    ("ledger", "rerun_answered", toolbox, "recorded_work_not_redone", {"fault_kinds": ["after_checkpoint_write"], "plans": _plan(WRITE)}),
     ("thread", "no_settle", safe_toolbox, "valid_sequence", {"fault_kinds": ["after_checkpoint_write"], "plans": _plan(SEARCH)}),
     # No ledger: the resume sends an unkeyed e-mail of the saved reply again.
     ("thread", None, toolbox, "no_duplicate_effect", {"fault_kinds": ["after_tool_effect"], "plans": _plan(EMAIL)}),

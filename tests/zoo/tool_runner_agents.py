@@ -22,7 +22,8 @@ design              what it does                                 its twins' bugs
                                                                  runs the last reply's calls
                                                                  again though their results
                                                                  are saved
-                                                                 (``recorded_work_not_redone``)
+                                                                 (``recorded_work_not_redone``,
+                                                                 on an irreversible tool)
 ``thread``          its own ``client.beta.messages.thread()``    ``no_settle``: the new
                     and ``thread.tool_runner()``; saves          thread gets the saved reply
                     ``thread.messages`` after each reply (its    unanswered
@@ -175,11 +176,13 @@ class Ledger:
         last = self.cp.messages[-1]
         if last["role"] != "assistant":
             if "rerun_answered" in self.bugs:
-                # BUG: the last reply's calls are run again though their results are saved.
+                # BUG: the last reply's calls are run again (past the ledger, under their
+                # keys) though their results are saved.
                 reply = next((m for m in reversed(self.cp.messages) if m["role"] == "assistant"), None)
                 for b in reply["content"] if reply else ():
                     if b.get("type") == "tool_use":
-                        self.call(b["name"], b.get("input") or {}, b["id"])
+                        key = key_for(self.task_id, b["id"])
+                        self.tools.call(b["name"], b.get("input") or {}, idempotency_key=key)
             return
         results = [
             _result_block(b["id"], self.call(b["name"], b.get("input") or {}, b["id"]))
