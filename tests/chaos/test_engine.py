@@ -115,6 +115,11 @@ def test_the_engine_names_the_points_a_buggy_agent_fails_at() -> None:
     report = str(caught.value)
     assert report.splitlines()[0].startswith("agentckpt chaos: 2 of ")
     assert "timeline of crash at after_tool_effect #1:" in report and "DUPLICATE" in report
+    # Each point's line cuts the oracle's message; the first one cut is shown whole.
+    full = caught.value.failures[0].violations[0].message
+    assert len(full) > 200 and full not in report
+    assert "no_duplicate_effect at crash at after_tool_effect #1, in full:" in report
+    assert " ".join(full.split()) in " ".join(report.split())
 
 
 def test_a_body_that_never_completes_after_the_crash_is_reported() -> None:

@@ -283,6 +283,11 @@ def test_bad_history_and_ignore_oracles_are_refused_naming_the_argument() -> Non
             fuzz(REFERENCE, TOOLS, mode=mode, history="tests.zoo.agents:SOUND")  # type: ignore[arg-type]
         with pytest.raises(ValueError, match="ignore_oracles: unknown"):
             fuzz(REFERENCE, TOOLS, mode=mode, ignore_oracles=["no_such_oracle"])  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="ignore_oracles must be a sequence of oracle names, not 3"):
+            fuzz(REFERENCE, TOOLS, mode=mode, ignore_oracles=3)  # type: ignore[arg-type]
+    # None reads as "ignore none", what the docs call the default.
+    report = fuzz(REFERENCE, TOOLS, max_examples=2, seed=1, ignore_oracles=None, database=None)
+    assert report.examples == 2
 
 
 SHOP = "tests.zoo.history_agents:shop_tools"
