@@ -327,30 +327,44 @@ class CertifyContext:
 
         A namespace is purged whole (the store's purge hook) only if the factory keeps
         namespaces apart and the namespace held nothing when the run made it; everywhere
-        else the run deletes its own task ids one by one. Errors in clean-up or close
-        must not hide the results, so they are suppressed.
+        else the run deletes its own task ids one by one. Each namespace is cleaned once,
+        after its other instances are closed, with the instance that can purge it; when
+        that one fails (a contract closed it to reopen the store), with a new instance of
+        the namespace. Errors in clean-up or close must not hide the results, so they are
+        suppressed.
         """
         with self._lock:
             made, self._made = self._made, []
-        purged: list[tuple[_Made, Callable[[], None]]] = []
+        by_namespace: dict[str, list[_Made]] = {}
         for entry in made:
-            purge = hooks_for(entry.store).purge if entry.purgeable and self.namespaces_isolated else None
-            if purge is not None:
-                purged.append((entry, purge))
-        whole = {entry.namespace for entry, _ in purged}
-        for entry in made:
-            if any(entry is p for p, _ in purged):
-                continue
-            if entry.namespace not in whole:
-                with contextlib.suppress(Exception):
-                    self._delete_own(entry.store)
-            with contextlib.suppress(Exception):
-                entry.store.close()
-        for entry, purge in purged:
+            by_namespace.setdefault(entry.namespace, []).append(entry)
+        for namespace, entries in by_namespace.items():
+            whole = self.namespaces_isolated and any(entry.purgeable for entry in entries)
+            chosen = next((entry for entry in entries if entry.purgeable), entries[0])
+            for entry in entries:
+                if entry is not chosen:
+                    with contextlib.suppress(Exception):
+                        entry.store.close()
             try:
-                purge()
+                self._clean(chosen.store, whole=whole)
             except Exception:
                 with contextlib.suppress(Exception):
-                    self._delete_own(entry.store)
+                    again = self.factory.make(namespace)
+                    try:
+                        self._clean(again, whole=whole)
+                    finally:
+                        again.close()
             with contextlib.suppress(Exception):
-                entry.store.close()
+                chosen.store.close()
+
+    def _clean(self, store: CheckpointStore, *, whole: bool) -> None:
+        """Purge ``store``'s namespace (``whole``, when the store has the hook and it
+        works), else delete this run's checkpoints from it; raise if neither worked."""
+        purge = hooks_for(store).purge if whole else None
+        if purge is not None:
+            try:
+                purge()
+                return
+            except Exception:
+                pass
+        self._delete_own(store)

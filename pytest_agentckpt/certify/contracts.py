@@ -499,9 +499,24 @@ def check_atomic_under_kill(ctx: CertifyContext) -> str:
                 f"after a {where}, the loaded checkpoint mixes two saves", kill.mix,
                 ctx.reproduce("atomic_under_kill"),
             )
+        if kill.listing:
+            raise ContractFailed(
+                f"after a {where}, the task is {kill.listing}: the save cut short left something "
+                "the listing picks up (a temporary file matched by the listing's pattern, a row "
+                "or key written before the save committed). List exactly what load reads: the "
+                "committed record of each task, once",
+                reproduce=ctx.reproduce("atomic_under_kill"),
+            )
         # Evidence is a checkpoint loaded after a kill that landed while the writer saved.
         if kill.loaded_version is not None and not kill.finished_before_kill:
             judged += 1
+    if experiment.after_delete:
+        raise ContractFailed(
+            f"{experiment.after_delete}: a save cut short left something delete() does not "
+            "remove (a temporary file, a row or key outside the task's record). Delete, and "
+            "list, everything a task's saves can leave",
+            reproduce=ctx.reproduce("atomic_under_kill"),
+        )
     if judged == 0:
         raise NotCheckable(
             f"none of {len(experiment.rounds)} kills left a checkpoint to judge (every load "
@@ -510,17 +525,6 @@ def check_atomic_under_kill(ctx: CertifyContext) -> str:
             needs="kills that leave a checkpoint",
         )
     return f"{judged} SIGKILLs mid-save: every load was one whole save"
-
-
-def _version_a_new_instance_loads(ctx: CertifyContext, namespace: str, task_id: str) -> int | None:
-    """What a new instance loads (its version), to tell a stale reader from a lost save."""
-    if not namespace:
-        return None
-    try:
-        loaded = ctx.new_store(namespace).load(task_id)
-    except Exception:  # the failure stays the one already found
-        return None
-    return None if loaded is None else loaded.version
 
 
 def check_acknowledged_survive_kill(ctx: CertifyContext) -> str:
@@ -532,7 +536,7 @@ def check_acknowledged_survive_kill(ctx: CertifyContext) -> str:
         judged += 1
         if kill.loaded_version is None or kill.loaded_version < kill.last_ack:
             found = "nothing" if kill.loaded_version is None else f"version {kill.loaded_version}"
-            fresh = _version_a_new_instance_loads(ctx, experiment.namespace, kill.task_id)
+            fresh = kill.fresh_version
             if fresh is not None and fresh >= kill.last_ack:
                 raise ContractFailed(
                     f"version {kill.last_ack} was acknowledged to the writer; after SIGKILL the "

@@ -15,6 +15,7 @@ its own. Two contracts judge the same rounds:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import signal
@@ -24,7 +25,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from stores import Checkpoint, ConflictError
+from stores import Checkpoint, CheckpointStore, ConflictError
 
 from .._children import process_context, with_environment
 from .comparison import first_difference
@@ -54,6 +55,10 @@ class KillRound:
     finished_before_kill: bool
     #: What went wrong when a new instance resumed after the kill, or ``None``.
     recovery: str | None = None
+    #: How the listing disagreed with the load right after the kill, or ``None``.
+    listing: str | None = None
+    #: The version a new instance, made after every round, loads (None: nothing).
+    fresh_version: int | None = None
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,8 @@ class KillExperiment:
     rounds: tuple[KillRound, ...]
     #: The namespace the rounds wrote in (a contract may look again with a new instance).
     namespace: str = ""
+    #: What a new instance still listed or loaded after deleting every round's task.
+    after_delete: str | None = None
 
 
 def _crash_writer(spec: str, namespace: str, task_id: str, conn: Any) -> None:
@@ -259,9 +266,56 @@ def run_kill_experiment(ctx: CertifyContext) -> KillExperiment:
             if loaded is not None:
                 loaded_version = loaded.version
                 mix = _judge_mix(loaded)
+        listing = None if load_error else _listing_problem(reader, task_id, loaded_version)
         recovery = _resume(ctx, namespace, task_id) if loaded_version is not None else None
         rounds.append(
             KillRound(task_id, round(delay, 4), last_ack, loaded_version, load_error, mix, finished,
-                      recovery)
+                      recovery, listing)
         )
-    return KillExperiment(tuple(rounds), namespace)
+    rounds, after_delete = _fresh_look(ctx, namespace, rounds)
+    return KillExperiment(tuple(rounds), namespace, after_delete)
+
+
+def _listing_problem(store: CheckpointStore, task_id: str, loaded_version: int | None) -> str | None:
+    """How ``store``'s listing disagrees with its load of ``task_id`` (``None``: it agrees).
+
+    A save cut short may leave a file, a row or a key behind that a listing picks up: the
+    task listed twice, or at a version no load returns.
+    """
+    try:
+        versions = [s.version for s in store.list_checkpoints() if s.task_id == task_id]
+    except Exception as exc:
+        return f"list_checkpoints() failed: {type(exc).__name__}: {exc}"
+    if loaded_version is None:
+        return None if not versions else f"listed at version(s) {versions}, though load finds nothing"
+    if versions != [loaded_version]:
+        listed = "not listed" if not versions else f"listed {len(versions)} time(s), at version(s) {versions}"
+        return f"{listed}, though load returns version {loaded_version}"
+    return None
+
+
+def _fresh_look(
+    ctx: CertifyContext, namespace: str, rounds: list[KillRound]
+) -> tuple[list[KillRound], str | None]:
+    """Each round's task as a new instance loads it; then every task deleted, and what
+    that instance still lists or loads of them (what a killed save left behind)."""
+    try:
+        fresh = ctx.new_store(namespace)
+        looked = [
+            dataclasses.replace(kill, fresh_version=None if (c := fresh.load(kill.task_id)) is None else c.version)
+            for kill in rounds
+        ]
+    except Exception:  # a store that fails here fails the rounds' own checks already
+        return rounds, None
+    try:
+        for kill in rounds:
+            fresh.delete(kill.task_id)
+        ours = {kill.task_id for kill in rounds}
+        listed = sorted({s.task_id for s in fresh.list_checkpoints() if s.task_id in ours})
+        loaded = sorted(task_id for task_id in ours if fresh.load(task_id) is not None)
+    except Exception as exc:
+        return looked, f"deleting the killed writers' tasks failed: {type(exc).__name__}: {exc}"
+    if listed or loaded:
+        left = f"still listed: {listed}" if listed else f"still loaded: {loaded}"
+        return looked, f"after delete() of every killed writer's task, a new instance has them {left}"
+    return looked, None

@@ -46,6 +46,10 @@ EXPECTED_FAILURES = {
     "locale_order": {"task_id_fidelity"},
     # Takes a namespace and ignores it: one directory for all.
     "ignores_namespace": {"listing"},
+    # Lists its temporary files too: a writer killed before its rename leaves the task
+    # listed twice (or a listing that fails on a half-written file), delete() never
+    # removes it.
+    "lists_leftovers": {"atomic_under_kill"},
 }
 
 REQUIRED = {c.id for c in CONTRACTS if c.required}

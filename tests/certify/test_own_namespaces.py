@@ -32,6 +32,7 @@ from pytest_agentckpt.certify.context import QUICK
 from pytest_agentckpt.certify.factory import is_certify_task, new_run_id
 from pytest_agentckpt.fixtures.backends import purge_namespace
 from stores import Checkpoint, open_store
+from stores.memory import MemoryStore
 
 REPO = Path(__file__).resolve().parents[2]
 USER_TASK = "invoice-42"
@@ -369,3 +370,44 @@ def test_a_store_met_mid_run_with_someone_elses_data_stops_the_run(tmp_path: Pat
         assert [s.task_id for s in store.list_checkpoints()] == [USER_TASK]
     finally:
         store.close()
+
+
+class _Closing:
+    """A store whose close() really closes (any use after it raises), with a purge hook,
+    over data shared by the instances of one namespace, as a server's would be."""
+
+    def __init__(self, data: MemoryStore) -> None:
+        self._data, self._closed = data, False
+
+    def __getattr__(self, name: str) -> Any:
+        if self._closed:
+            raise RuntimeError("store is closed")
+        return getattr(self._data, name)
+
+    def certify_purge(self) -> None:
+        if self._closed:
+            raise RuntimeError("store is closed")
+        for summary in self._data.list_checkpoints():
+            self._data.delete(summary.task_id)
+
+    def close(self) -> None:
+        self._closed = True
+
+
+def test_a_namespace_whose_purging_instance_a_contract_closed_is_still_cleaned_up() -> None:
+    # durable_restart closes the first store of its namespace and reopens it: the purge
+    # fell to the closed instance, failed, and the run's checkpoints stayed behind.
+    shared: dict[str, MemoryStore] = {}
+    ctx = CertifyContext(
+        StoreFactory("closing:make", lambda namespace: _Closing(shared.setdefault(namespace, MemoryStore(namespace)))),
+        seed=1, budget=QUICK,
+    )
+    ctx.prepare()
+    assert ctx.namespaces_isolated is True
+    first = ctx.new_store("restarted")
+    first.save(Checkpoint(task_id=ctx.task_id("durable"), goal="outlives its instance"))
+    first.close()
+    reopened = ctx.new_store("restarted")
+    assert reopened.list_checkpoints()
+    ctx.close()
+    assert all(store.list_checkpoints() == [] for store in shared.values())
