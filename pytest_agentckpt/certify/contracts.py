@@ -285,6 +285,22 @@ def check_compare_and_set(ctx: CertifyContext) -> str:
         raise ContractFailed(f"creating a checkpoint returned version {first.version}, not 1")
 
     def refused(attempt: Checkpoint, what: str, keeps: Checkpoint | None) -> None:
+        # What is stored before the save, first: a delete that left the task, or a load
+        # that does not return the latest save, is not the compare-and-set's fault.
+        before = store.load(attempt.task_id)
+        if keeps is None and before is not None:
+            why = (
+                "delete() did not remove it (a row, a file or a key of it is left, and load finds it)"
+                if "after delete" in what
+                else "no one saved it"
+            )
+            raise ContractFailed(f"before {what}, the task already loads (version {before.version}): {why}")
+        if keeps is not None:
+            _expect_same(
+                keeps, before,
+                f"before {what}, load does not return the last save acknowledged (version "
+                f"{keeps.version}): the compare-and-set is not to blame; load must return the latest save",
+            )
         try:
             store.save(attempt)
         except ConflictError:
@@ -512,9 +528,10 @@ def check_atomic_under_kill(ctx: CertifyContext) -> str:
             judged += 1
     if experiment.after_delete:
         raise ContractFailed(
-            f"{experiment.after_delete}: a save cut short left something delete() does not "
-            "remove (a temporary file, a row or key outside the task's record). Delete, and "
-            "list, everything a task's saves can leave",
+            f"{experiment.after_delete}: delete() must remove everything a task's saves leave, "
+            "a save cut short included (a temporary file, a row or key outside the task's "
+            "record). If delete_idempotent fails too, delete misses what any save leaves; if "
+            "only this contract fails, it misses what a killed save leaves",
             reproduce=ctx.reproduce("atomic_under_kill"),
         )
     if judged == 0:
@@ -618,6 +635,13 @@ def check_aba_recreated(ctx: CertifyContext) -> str:
     mine = stale.save(Checkpoint(task_id=task_id, goal="A", messages=[said("a", 0)]))
     mine = stale.save(mine.model_copy(update={"messages": [said("a", 0), said("a", 1)]}))
     other.delete(task_id)
+    left = other.load(task_id)
+    if left is not None:
+        raise ContractFailed(
+            f"after delete(), the same instance still loads the task (version {left.version}): "
+            "delete did not remove it, so it cannot be re-created (delete_idempotent and "
+            "compare_and_set check delete too)"
+        )
     theirs = other.save(Checkpoint(task_id=task_id, goal="B", messages=[said("b", 0)]))
     theirs = other.save(theirs.model_copy(update={"messages": [said("b", 0), said("b", 1)]}))
     # The stale instance saves from the version it knows, which is again the stored one.
@@ -635,11 +659,16 @@ def check_aba_recreated(ctx: CertifyContext) -> str:
     loaded = judge.load(task_id)
     if loaded is not None and loaded.messages != attempt.messages:
         shown = [m.get("content") for m in loaded.messages]
-        raise ContractFailed(
-            f"{story}, which succeeded; the stored history is {shown}, a mix of the two: an "
-            "append must also check that the stored history is the one the instance saw "
-            "(a lineage token), not only its version and length",
+        contents = [str(c) for c in shown]
+        mixed = any(c.startswith("a") for c in contents) and any(c.startswith("b") for c in contents)
+        why = (
+            "a mix of the two: an append must also check that the stored history is the one "
+            "the instance saw (a lineage token), not only its version and length"
+            if mixed
+            else "not the history A saved, nor a mix of the two: the save went through, but a "
+            "new instance loads another record (does load pick the latest save, by version?)"
         )
+        raise ContractFailed(f"{story}, which succeeded; the stored history is {shown}, {why}")
     _expect_same(attempt.model_copy(update={"version": saved.version}), loaded, story)
     return "a stale instance's save onto a re-created task rewrote the history whole"
 
@@ -773,14 +802,22 @@ def check_delete(ctx: CertifyContext) -> str:
         store.delete(task_id)
     except Exception as exc:
         raise ContractFailed(f"deleting a missing checkpoint raised {type(exc).__name__}: {exc}") from None
-    store.save(Checkpoint(task_id=task_id, goal="doomed", messages=[{"role": "user", "content": "x"}]))
+    # Saved three times, as a task is: a store that keeps a record per save (an append-only
+    # table of versions) must delete every one of them.
+    saved = store.save(Checkpoint(task_id=task_id, goal="doomed", messages=[{"role": "user", "content": "x"}]))
+    for _ in range(2):
+        saved = store.save(saved.model_copy(update={"iteration": saved.iteration + 1}))
     try:
         store.delete(task_id)
     except Exception as exc:
         raise ContractFailed(f"deleting a saved checkpoint raised {type(exc).__name__}: {exc}") from None
     try:
-        if store.load(task_id) is not None:
-            raise ContractFailed("load returned a checkpoint after it was deleted")
+        left = store.load(task_id)
+        if left is not None:
+            raise ContractFailed(
+                f"load returned a checkpoint (version {left.version} of the 3 saved) after it was "
+                "deleted: delete must remove every version, row or key the task's saves left"
+            )
     except ContractFailed:
         raise
     except Exception as exc:

@@ -50,6 +50,10 @@ EXPECTED_FAILURES = {
     # listed twice (or a listing that fails on a half-written file), delete() never
     # removes it.
     "lists_leftovers": {"atomic_under_kill"},
+    # A file per save; delete removes only the latest, and the one before comes back:
+    # every contract that deletes and then loads or lists sees it, and none blames the
+    # compare-and-set or a torn save.
+    "deletes_latest_only": {"delete_idempotent", "compare_and_set", "aba_recreated", "fresh_reads", "atomic_under_kill"},
 }
 
 REQUIRED = {c.id for c in CONTRACTS if c.required}
@@ -229,7 +233,7 @@ def test_a_delete_that_leaves_part_of_a_task_fails_with_what_it_left_not_as_an_e
     # Its load afterwards finds messages without a head: a CorruptCheckpointError of the
     # store's own making. Every contract that meets it fails; none errors, and the task-id
     # contract does not blame the id.
-    # The contracts that delete (the kill experiments do not, and take the time).
+    # The contracts that delete and then load (the kill experiments take the time).
     report = certify("tests.certify.buggy_stores:make_delete_leaves_messages", quick=True, seed=SEED, figures=False,
                      only=["compare_and_set", "model_based", "fresh_reads", "aba_recreated", "delete_idempotent",
                            "task_id_fidelity"])
@@ -249,3 +253,14 @@ def test_a_factory_that_ignores_its_namespace_is_told_the_namespace_scopes_nothi
                      only=["listing"], figures=False)
     summary = report.result("listing").summary
     assert "the namespace scopes nothing" in summary and "factory does not put its namespace" in summary
+
+
+def test_a_delete_that_leaves_earlier_versions_is_named_as_the_deletes_fault_everywhere() -> None:
+    report = certify("tests.certify.buggy_stores:make_deletes_latest_only", quick=True, seed=SEED, figures=False,
+                     only=["delete_idempotent", "compare_and_set", "aba_recreated", "atomic_under_kill"])
+    said = {r.contract: r.summary for r in report.results if r.outcome is Outcome.FAILED}
+    assert "delete must remove every version, row or key" in said["delete_idempotent"]
+    assert "delete() did not remove it" in said["compare_and_set"]
+    assert "delete did not remove it" in said["aba_recreated"]
+    assert "a mix of the two" not in said["aba_recreated"]
+    assert "If delete_idempotent fails too, delete misses what any save leaves" in said["atomic_under_kill"]
