@@ -512,7 +512,7 @@ class ProcessExecutor:
         api.add_hook(injector.model_hook)
         api.add_hook(request_rules_hook(timeline))
         api.add_delivery_hook(injector.model_delivered)
-        injector.api_sink = lambda kind: api.fail_next(kind)  # type: ignore[arg-type]
+        injector.api_sink = lambda kind, mid_reply=False: api.fail_next(kind, mid_reply=mid_reply)
         child = _ChildRecord()
         seen = [0]  # the World's effects already in the timeline (by seq)
         outcome = _Outcome(timeline, completed=False, answer=None, error=None)

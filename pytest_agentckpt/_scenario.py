@@ -703,7 +703,7 @@ class _Executor:
         api.add_hook(injector.model_hook)
         api.add_hook(rules)
         api.add_delivery_hook(injector.model_delivered)
-        injector.api_sink = lambda kind: api.fail_next(kind)  # type: ignore[arg-type]
+        injector.api_sink = lambda kind, mid_reply=False: api.fail_next(kind, mid_reply=mid_reply)
         self.router.use(api)
         self.world.clear()
         task_id = f"fuzz-{self._prefix}-{next(self._ids)}"

@@ -265,6 +265,7 @@ class ChaosTest:
         max_resumes: int = DEFAULT_MAX_RESUMES,
         seed: int = 0,
         reproduce: str = "",
+        ignore_oracles: Iterable[str] = (),
     ) -> None:
         if max_resumes < 0:
             raise ValueError(f"max_resumes must be >= 0, not {max_resumes}")
@@ -278,6 +279,8 @@ class ChaosTest:
         self.max_resumes = max_resumes
         self.seed = seed
         self.reproduce = reproduce
+        #: Oracles not judged (a design known to break one, such as a delete on success).
+        self.ignored = frozenset(ignore_oracles)
         self.flags: dict[str, ToolFlags] = {}
         self.stats = ChaosStats()
         self.doors: set[str] = set()
@@ -310,7 +313,7 @@ class ChaosTest:
         """Observe the model calls of ``api`` (a :class:`~pytest_agentckpt.FakeMessagesAPI`)."""
         api.add_hook(self.injector.model_hook)
         api.add_delivery_hook(self.injector.model_delivered)
-        self.injector.api_sink = lambda kind: api.fail_next(kind)
+        self.injector.api_sink = lambda kind, mid_reply=False: api.fail_next(kind, mid_reply=mid_reply)
         self.doors.add("model")
         return api
 
@@ -379,7 +382,7 @@ class ChaosTest:
             model_turns=model_turns(main),
             timeline=main,
         )
-        clean.violations = self._sequence_violations(main) + clean.violations
+        clean.violations = self._judged(self._sequence_violations(main) + clean.violations)
         self.not_checkable = _not_checkable(main, located=self.located)
         if self.unfinished:
             self.not_checkable.setdefault("completed_idempotent", UNFINISHED)
@@ -494,8 +497,12 @@ class ChaosTest:
         violations += duplicates
         violations += iteration_monotone(main)
         violations += recorded_work_not_redone(main, self.flags)
-        result.violations = violations + result.violations
+        result.violations = self._judged(violations + result.violations)
         return result
+
+    def _judged(self, violations: list[Violation]) -> list[Violation]:
+        """``violations`` less those of the oracles the test asked to leave out."""
+        return [v for v in violations if v.oracle not in self.ignored]
 
     def _without_unsafe_repeats(self, plan: FaultPlan, result: PointResult) -> PointResult:
         """The point again, with the unsafe tools' repeats left out.

@@ -677,8 +677,9 @@ class FaultInjector:
         self.streamed: set[int] = set()
         #: The streamed replies not yet read to their end: reply id -> request index.
         self._streaming: dict[str, int] = {}
-        #: Where API faults go: the fake API's ``fail_next`` (set by the harness).
-        self.api_sink: Callable[[str], None] | None = None
+        #: Where API faults go: the fake API's ``fail_next`` (set by the harness), called
+        #: with the kind and ``mid_reply`` (cut a stream in the middle of the reply).
+        self.api_sink: Callable[..., None] | None = None
         #: Stop at the first tool error (the crash-free run of a plan).
         self.strict_tools = False
         #: Called with the crash before it is raised (process mode kills the process).
@@ -804,7 +805,9 @@ class FaultInjector:
                     self.timeline.add("api_fault", fault=fault.kind, index=self._request_index, outage=True)
                 else:
                     self.timeline.add("api_fault", fault=fault.kind, index=self._request_index)
-                self.api_sink(fault.kind)
+                # A dropped connection cuts the reply in the middle (a part of its text or
+                # of its last call's input has come); an error event comes before any of it.
+                self.api_sink(fault.kind, mid_reply=fault.kind == "stream_disconnect")
             if messages != self._last_request:
                 self._last_request = messages
                 self.hit("iteration_start")

@@ -635,8 +635,16 @@ def _error_answer_after_effect(
     from reference_agent.scripted import first_issue
 
     ids = {tool_use_id for _where, _first, tool_use_id in asks}
+    # An error answered before the effect (a call that timed out, told "outcome unknown")
+    # comes back with every later request's history: it is not what followed the effect.
+    earlier = {
+        str(block.get("tool_use_id"))
+        for event, block in _sent_results(timeline)
+        if event.seq < effect.seq and block.get("is_error")
+    }
     for event, block in _sent_results(timeline, after=effect.seq):
-        if first_issue(str(block.get("tool_use_id"))) in ids and block.get("is_error"):
+        use = str(block.get("tool_use_id"))
+        if first_issue(use) in ids and block.get("is_error") and use not in earlier:
             said = (
                 f"The model asked for it again because model request #{event.data.get('index')} "
                 f"answered tool_use {block['tool_use_id']} with an error "

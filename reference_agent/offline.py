@@ -41,7 +41,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Literal, get_args
@@ -252,6 +252,7 @@ class _Fault:
     kind: str
     retry_after: float | None
     after_events: int = 0
+    mid_reply: bool = False
 
 
 @dataclass
@@ -475,13 +476,18 @@ class FakeMessagesAPI:
         times: int = 1,
         retry_after: float | None = None,
         after_events: int = 3,
+        mid_reply: bool = False,
     ) -> None:
         """Answer the next ``times`` requests with the fault ``kind`` (see :data:`FaultKind`).
 
         ``retry_after`` (seconds) sets the ``retry-after-ms`` / ``retry-after`` headers of
         a status fault; a ``rate_limit`` defaults to 1 ms so that tests stay fast.
-        ``after_events``: how many events a stream fault lets through first. Faults
-        queue up in the order they are added.
+        ``after_events``: how many events a stream fault lets through first (3: the
+        reply's first block has opened, none of its content has come). ``mid_reply``: a
+        stream fault lets the reply through up to the first delta of its last block
+        instead, so that a part of its text or of its last call's input has come (the
+        input's JSON unfinished when it takes more than one delta). Faults queue up in
+        the order they are added.
 
         >>> api = FakeMessagesAPI(Plan(steps=(), final_answer="ok"))
         >>> api.fail_next("rate_limit")
@@ -501,7 +507,7 @@ class FakeMessagesAPI:
         if retry_after is None and kind == "rate_limit":
             retry_after = 0.001
         with self._lock:
-            self._faults.extend(_Fault(kind, retry_after, after_events) for _ in range(times))
+            self._faults.extend(_Fault(kind, retry_after, after_events, mid_reply) for _ in range(times))
 
     def clear_faults(self) -> None:
         """Drop the faults not yet injected."""
@@ -963,7 +969,8 @@ class FakeMessagesAPI:
             plan = StreamPlan()
             if fault is not None and fault.kind in _STREAM_FAULTS:
                 cut = "disconnect" if fault.kind == "stream_disconnect" else "error"
-                plan = StreamPlan(cut, min(fault.after_events, len(events) - 1))
+                after = _mid_reply(events) if fault.mid_reply else fault.after_events
+                plan = StreamPlan(cut, min(after, len(events) - 1))
             sent = plan.events(events)
             reply = Reply(
                 200,
@@ -1501,3 +1508,20 @@ def _on_a_copy(respond: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, 
         return respond(copy.deepcopy(request))
 
     return call
+
+
+def _mid_reply(events: Sequence[bytes]) -> int:
+    """How many of a reply's ``events`` a cut in the middle lets through: up to and with
+    the first delta of its last content block (3, the first block opened, if it has none).
+
+    >>> _mid_reply([b"event: message_start", b"event: ping", b"event: content_block_start",
+    ...             b"event: content_block_delta", b"event: content_block_delta"])
+    4
+    """
+    starts = [i for i, event in enumerate(events) if event.startswith(b"event: content_block_start")]
+    if not starts:
+        return 3
+    for i in range(starts[-1] + 1, len(events)):
+        if events[i].startswith(b"event: content_block_delta"):
+            return i + 1
+    return 3

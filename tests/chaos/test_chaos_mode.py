@@ -381,3 +381,42 @@ def test_unknown(anthropic_client, checkpoint_store):
     output = result.stdout.str()
     assert "@pytest.mark.agentckpt_chaos: max_points must be an integer >= 1, not 0" in output
     assert "@pytest.mark.agentckpt_chaos: unknown argument(s) ['points']; expected enabled, max_points, max_resumes" in output
+
+
+def test_the_marker_leaves_out_the_oracles_a_design_breaks_on_purpose(pytester: pytest.Pytester) -> None:
+    # A design that deletes its checkpoint on success redoes a finished task when the same
+    # id runs again: completed_idempotent fails, as documented. A team that chose it says
+    # so on the marker, and every other oracle still judges each crash point.
+    pytester.makeconftest((SUITE / "conftest.py").read_text())
+    pytester.makepyfile(
+        test_deleting='''
+import pytest
+from reference_agent.scripted import Plan, Step, ToolCall
+from tests.buggy_agents import delete_on_success
+
+PLAN = Plan(steps=(Step((ToolCall("search", {"query": "keys"}),)),), final_answer="ok")
+
+
+@pytest.mark.agentckpt_chaos(max_points=4, ignore_oracles=["completed_idempotent"])
+@pytest.mark.agentckpt_model(plan=PLAN)
+def test_chosen(anthropic_client, checkpoint_store, agentckpt_tools):
+    assert delete_on_success.run("t", "g", client=anthropic_client, store=checkpoint_store, tools=agentckpt_tools) == "ok"
+
+
+@pytest.mark.agentckpt_chaos(max_points=4)
+@pytest.mark.agentckpt_model(plan=PLAN)
+def test_not_chosen(anthropic_client, checkpoint_store, agentckpt_tools):
+    assert delete_on_success.run("t", "g", client=anthropic_client, store=checkpoint_store, tools=agentckpt_tools) == "ok"
+
+
+@pytest.mark.agentckpt_chaos(ignore_oracles=["no_such_oracle"])
+@pytest.mark.agentckpt_model(plan=PLAN)
+def test_misspelt(anthropic_client, checkpoint_store, agentckpt_tools):
+    pass
+'''
+    )
+    result = pytester.runpytest(*ARGS)
+    output = result.stdout.str()
+    result.assert_outcomes(passed=1, failed=1, errors=1)
+    assert "completed_idempotent" in _report_of(output, "test_not_chosen")
+    assert "ignore_oracles: unknown ['no_such_oracle']" in output

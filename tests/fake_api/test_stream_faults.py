@@ -150,3 +150,25 @@ def test_a_stream_cut_short_is_never_delivered(kind: str) -> None:
     with cut:
         read_stream(api.client(max_retries=0))
     assert delivered == []
+
+
+def test_a_stream_cut_mid_reply_stops_after_the_first_delta_of_the_last_block() -> None:
+    # A text and a call whose input takes more than one delta: the cut comes inside the
+    # call, with part of its input's JSON sent. The default cut comes before any content.
+    long_input = {"query": "an input long enough to be sent as several input_json deltas"}
+    call = {"type": "tool_use", "id": "toolu_1", "name": "search", "input": long_input}
+    api = FakeMessagesAPI(CannedModel([[{"type": "text", "text": TEXT}, call]] * 2))
+    api.fail_next("stream_disconnect", mid_reply=True)
+    client = api.client(max_retries=0)
+    snapshot: list[object] = []
+    with raises_cut_stream(), client.messages.stream(model="m", max_tokens=64, messages=GO) as stream:
+        for _ in stream:
+            snapshot[:] = [block.model_dump() for block in stream.current_message_snapshot.content]
+    text, started = snapshot
+    assert text["text"] == TEXT  # type: ignore[index]  # the whole text came
+    assert started["type"] == "tool_use" and started["input"] != long_input  # type: ignore[index]  # the input did not
+    api.fail_next("stream_disconnect")
+    seen: list[str] = []
+    with raises_cut_stream():
+        read_stream(client, seen)
+    assert "content_block_delta" not in seen

@@ -223,6 +223,30 @@ def test_a_repeated_effect_of_a_key_honouring_tool_is_never_excused() -> None:
     assert "different keys ('k-1', 'k-2')" in violations[0].message
 
 
+def test_an_error_answered_before_the_effect_is_not_blamed_for_a_repeat_after_it() -> None:
+    # The first call timed out (no effect) and was answered "outcome unknown" as an error;
+    # the model asked again and that call took effect. After a crash the resume ran it
+    # again without its key. The old error, re-sent with every later history, is not
+    # what made the repeat: the missing key is.
+    put = ("put", '{"to":"a"}')
+    use_1 = {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "put", "input": {"to": "a"}}]}
+    unknown = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "is_error": True,
+                                            "content": "timed out, outcome unknown"}]}
+    timeline = _timeline(
+        _response(("t1", "put", {"to": "a"})),
+        ("model_request", {"index": 2, "messages": [GOAL, use_1, unknown]}),
+        _response(("t2", "put", {"to": "a"})),
+        ("effect", {"tool": "put", "input": {"to": "a"}, "key": "k-2"}),
+        ("crash", {"point": "after_tool_effect", "occurrence": 1}),
+        ("attempt", {}),
+        ("effect", {"tool": "put", "input": {"to": "a"}, "key": None}),
+        ("model_request", {"index": 3, "messages": [GOAL, use_1, unknown]}),
+    )
+    [violation], _ = no_duplicate_effect(timeline, _baseline({put: 1}), FLAGS, completed=True)
+    assert "timed out, outcome unknown" not in violation.message
+    assert "a call came without one" in violation.message
+
+
 def test_a_completed_run_missing_an_effect_fails() -> None:
     timeline = _timeline(_response(("t1", "send", {"to": "a"})))
     violations, _ = no_duplicate_effect(timeline, _baseline({SEND: 1}), FLAGS, completed=True)

@@ -54,7 +54,7 @@ def test_a_twin_that_gives_up_on_the_model_is_caught_by_an_outage(twin: str) -> 
 def test_an_outage_fails_three_requests_and_a_sound_agent_resumes() -> None:
     injector = FaultInjector(FaultPlan(api_faults=(ApiFault("api_outage", 2),)))
     sunk: list[str] = []
-    injector.api_sink = sunk.append
+    injector.api_sink = lambda kind, **_: sunk.append(kind)
     for n in range(6):
         injector.model_hook("request", n, {"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]})
     assert sunk == ["overloaded"] * 3
