@@ -534,7 +534,7 @@ def no_duplicate_effect(
         if flags is not None and not flags.can_duplicate:
             # Repeat-safe: only "it never happened" can be wrong.
             if completed and expected and not n:
-                violations.append(_lost(tool, raw_input, done, n, expected, timeline, asks.get(key, set())))
+                violations.append(_lost(tool, raw_input, done, n, expected, timeline, asks.get(key, set()), baseline))
             continue
         if n > asked and n > expected:
             marks = {e.seq: "DUPLICATE" for e in done[max(asked, expected):]}
@@ -577,7 +577,7 @@ def no_duplicate_effect(
                 )
             )
         elif completed and n < expected:
-            violations.append(_lost(tool, raw_input, done, n, expected, timeline, asks.get(key, set())))
+            violations.append(_lost(tool, raw_input, done, n, expected, timeline, asks.get(key, set()), baseline))
     return violations, unsafe
 
 
@@ -890,6 +890,7 @@ def _lost(
     expected: int,
     timeline: Timeline,
     asks: Iterable[tuple[Any, str, str]] = (),
+    baseline: Baseline | None = None,
 ) -> Violation:
     faults = timeline.of("crash", "api_fault", "store_outage")
     cause = (
@@ -899,6 +900,10 @@ def _lost(
         if faults
         else "an action was lost"
     )
+    doubled = _crash_free_repeat(baseline, tool, raw_input) if baseline is not None else None
+    if doubled is not None:
+        # The crash-free run is the one that went wrong: it made the call twice.
+        cause = doubled
     answered = _plain_answer_of_unrun_call(timeline, tool, raw_input, asks)
     cut = next((e for e in faults if e.kind == "api_fault" and e.data.get("fault") == "max_tokens"), None)
     if cut is not None and not answered:
@@ -916,6 +921,26 @@ def _lost(
         f"happened {n} time(s), not {expected} as in the crash-free run: {cause}."
         + (f" {answered}" if answered else ""),
         {e.seq: "too few" for e in done},
+    )
+
+
+def _crash_free_repeat(baseline: Baseline, tool: str, raw_input: str) -> str | None:
+    """When the crash-free run made a call more than once because the agent told the model
+    it had failed after its effect, what to say: that run is the wrong one. ``None``
+    otherwise (the crash-free run is the measure)."""
+    done = [
+        e
+        for e in baseline.timeline.of("effect")
+        if e.data.get("tool") == tool and canonical(e.data.get("input")) == raw_input
+    ]
+    if len(done) < 2:
+        return None
+    why = _error_answer_after_effect(baseline.timeline, done[0], _asks(baseline.timeline).get((tool, raw_input), set()))
+    if why is None:
+        return None
+    return (
+        f"the crash-free run is the one that went wrong: it made the call {len(done)} times. "
+        f"In that run, {why[0].lower()}{why[1:].rstrip('.')}"
     )
 
 

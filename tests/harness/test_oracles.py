@@ -10,6 +10,7 @@ from pytest_agentckpt.oracles import (
     Baseline,
     ToolFlags,
     completed_idempotent,
+    effect_counts,
     iteration_monotone,
     no_duplicate_effect,
     recorded_work_not_redone,
@@ -245,6 +246,26 @@ def test_an_error_answered_before_the_effect_is_not_blamed_for_a_repeat_after_it
     [violation], _ = no_duplicate_effect(timeline, _baseline({put: 1}), FLAGS, completed=True)
     assert "timed out, outcome unknown" not in violation.message
     assert "a call came without one" in violation.message
+
+
+def test_fewer_effects_than_a_crash_free_run_that_repeated_the_call_blames_that_run() -> None:
+    # The crash-free run told the model a call had failed after its effect, and the model
+    # asked again: two charges. A crashed run that charged once is the right one.
+    told = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "is_error": True,
+                                         "content": "cancelled, outcome unknown"}]}
+    crash_free = _timeline(
+        _response(("t1", "send", {"to": "a"})),
+        _effect(),
+        ("model_request", {"index": 2, "messages": [GOAL, USE, told]}),
+        _response(("t2", "send", {"to": "a"})),
+        _effect(),
+    )
+    baseline = Baseline(answer="done", effects=effect_counts(crash_free), model_turns=3, timeline=crash_free)
+    crashed = _timeline(_response(("t1", "send", {"to": "a"})), _effect(), ("crash", {"point": "x", "occurrence": 1}))
+    [violation], _ = no_duplicate_effect(crashed, baseline, FLAGS, completed=True)
+    assert "happened 1 time(s), not 2 as in the crash-free run: the crash-free run is the one that went wrong" in violation.message
+    assert "answered tool_use t1 with an error (cancelled, outcome unknown) although its effect had happened" in violation.message
+    assert "an action was lost" not in violation.message and ".." not in violation.message
 
 
 def test_a_completed_run_missing_an_effect_fails() -> None:
