@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -65,22 +66,34 @@ def test_stats_survive_the_trip_an_xdist_worker_sends_them_on() -> None:
     assert total.summary_lines()[1] == "crash points: 40 run of 60 found (36 passed, 4 failed)"
 
 
-def _experiment(agent: Any, **kwargs: Any) -> ChaosTest:
+def _experiment(
+    agent: Any = None,
+    *,
+    plan: Plan = PLAN,
+    store: Callable[[Any], Any] = lambda store: store,
+    body: Callable[[dict[str, Any], ChaosTest], None] | None = None,
+    **kwargs: Any,
+) -> ChaosTest:
+    """A chaos experiment on ``plan``: ``body(doors, test)`` (default: ``agent`` answers
+    "sent"), on a fresh fake API, an in-memory store (through ``store``) and the toolbox."""
     doors: dict[str, Any] = {}
 
     def setup() -> None:
-        api = FakeMessagesAPI(PlanModel(PLAN))
+        api = FakeMessagesAPI(PlanModel(plan))
         test.instrument_api(api)
         doors.update(
             client=api.client(),
-            store=test.instrument_store(open_store("memory://")),
+            store=test.instrument_store(store(open_store("memory://"))),
             tools=test.instrument_tools(toolbox()),
         )
 
-    def body() -> None:
-        assert agent("t", "send it", **doors) == "sent"
+    def call() -> None:
+        if body is not None:
+            body(doors, test)
+        else:
+            assert agent("t", "send it", **doors) == "sent"
 
-    test = ChaosTest("engine", call_body=body, setup=setup, teardown=doors.clear, **kwargs)
+    test = ChaosTest("engine", call_body=call, setup=setup, teardown=doors.clear, **kwargs)
     setup()
     return test
 
@@ -161,44 +174,28 @@ TWO_STEPS = Plan(
 )
 
 
-def _pausing_experiment() -> ChaosTest:
+def _pause_at_the_second_turn(doors: dict[str, Any], test: ChaosTest) -> None:
     """A test that stops the agent at the start of its second turn, every time it runs:
     its task is left running, and each rerun takes it one turn further."""
-    doors: dict[str, Any] = {}
+    turns: list[int] = []
 
-    def setup() -> None:
-        api = FakeMessagesAPI(PlanModel(TWO_STEPS))
-        test.instrument_api(api)
-        doors.update(
-            client=api.client(),
-            store=test.instrument_store(open_store("memory://")),
-            tools=test.instrument_tools(toolbox()),
-        )
+    def pause(event: Any) -> None:
+        if event.kind == "iteration":
+            turns.append(event.iteration)
+            if len(turns) == 2:
+                raise _Paused
 
-    def body() -> None:
-        turns: list[int] = []
-
-        def pause(event: Any) -> None:
-            if event.kind == "iteration":
-                turns.append(event.iteration)
-                if len(turns) == 2:
-                    raise _Paused
-
-        with pytest.raises(_Paused):
-            reference_agent.run("t", "send it", on_event=pause, retry_backoff=0.0, **doors)
-        checkpoint = doors["store"].load("t")
-        assert checkpoint is not None and checkpoint.status == "running"
-
-    test = ChaosTest("pausing", call_body=body, setup=setup, teardown=doors.clear)
-    setup()
-    return test
+    with pytest.raises(_Paused):
+        reference_agent.run("t", "send it", on_event=pause, retry_backoff=0.0, **doors)
+    checkpoint = doors["store"].load("t")
+    assert checkpoint is not None and checkpoint.status == "running"
 
 
 def test_a_test_that_leaves_its_task_unfinished_is_not_failed_for_the_work_a_rerun_goes_on_with() -> None:
     # Running it again resumes the task and asks the model: not "a completed task redone".
     # A resume after a late crash sends the e-mail the first run never reached: not an
     # effect beyond the crash-free run's. Both were false alarms.
-    test = _pausing_experiment()
+    test = _experiment(plan=TWO_STEPS, body=_pause_at_the_second_turn)
     try:
         stats = test.run()
     finally:
@@ -226,23 +223,11 @@ def _completes_before_its_effect(store: Any) -> Any:
 
 
 def test_a_lost_action_the_tests_own_assertion_caught_is_named_not_called_a_fragile_assertion() -> None:
-    doors: dict[str, Any] = {}
-
-    def setup() -> None:
-        api = FakeMessagesAPI(PlanModel(PLAN))
-        test.instrument_api(api)
-        doors.update(
-            client=api.client(),
-            store=test.instrument_store(_completes_before_its_effect(open_store("memory://"))),
-            tools=test.instrument_tools(toolbox()),
-        )
-
-    def body() -> None:
+    def body(doors: dict[str, Any], test: ChaosTest) -> None:
         reference_agent.run("t", "send it", retry_backoff=0.0, **doors)
         assert test.world.count("send_email", {"to": "ann"}) == 1  # an outcome, as the docs ask
 
-    test = ChaosTest("early", call_body=body, setup=setup, teardown=doors.clear)
-    setup()
+    test = _experiment(store=_completes_before_its_effect, body=body)
     try:
         with pytest.raises(ChaosFailure) as caught:
             test.run()
@@ -255,23 +240,12 @@ def test_a_lost_action_the_tests_own_assertion_caught_is_named_not_called_a_frag
 
 def test_a_rerun_failing_only_the_tests_assertions_without_agent_work_is_not_blamed_on_the_agent() -> None:
     answers: list[str] = []
-    doors: dict[str, Any] = {}
 
-    def setup() -> None:
-        api = FakeMessagesAPI(PlanModel(PLAN))
-        test.instrument_api(api)
-        doors.update(
-            client=api.client(),
-            store=test.instrument_store(open_store("memory://")),
-            tools=test.instrument_tools(toolbox()),
-        )
-
-    def body() -> None:
+    def body(doors: dict[str, Any], test: ChaosTest) -> None:
         answers.append(reference_agent.run("t", "send it", retry_backoff=0.0, **doors))
         assert len(answers) == 1, "asserts what only a first run sees"
 
-    test = ChaosTest("first-run-only", call_body=body, setup=setup, teardown=doors.clear, max_points=1)
-    setup()
+    test = _experiment(body=body, max_points=1)
     try:
         with pytest.raises(ChaosFailure) as caught:
             test.run()
