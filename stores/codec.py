@@ -501,7 +501,30 @@ def encode_head(checkpoint: Checkpoint) -> bytes:
         return dumps(checkpoint.model_dump(mode="json", exclude={"messages"}))
     if _may_break_rules(data, 0):
         _raise_head_problem(checkpoint)
+    _check_schema(data)
     return data
+
+
+def _check_schema(head: bytes) -> None:
+    """Refuse a head that a load would refuse: one that breaks the checkpoint's schema.
+
+    ``model_copy(update=...)`` and attribute assignment skip pydantic's validation, so a
+    checkpoint can hold an action state, a status or a negative iteration that the
+    validation on load rejects; saved, it would brick the task at its next load.
+    """
+    try:
+        Checkpoint.__pydantic_validator__.validate_json(head)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first.get("loc", ())) or "the checkpoint"
+        raise UnstorableCheckpointError(
+            f"checkpoint data at {where} cannot be stored: {first.get('msg')} (got "
+            f"{first.get('input')!r}), so a load would refuse it. Nothing was written. "
+            "model_copy(update=...) and attribute assignment skip the checkpoint's "
+            "validation: build a changed checkpoint with Checkpoint.model_validate({...}), "
+            "or keep to the values the schema allows",
+            where,
+        ) from None
 
 
 def _raise_head_problem(checkpoint: Checkpoint) -> None:
@@ -516,7 +539,18 @@ def encode_message(message: dict[str, Any], index: int = 0) -> bytes:
 
 
 def encode_messages(messages: Sequence[dict[str, Any]], start: int = 0) -> list[bytes]:
-    """Each of ``messages``, encoded on its own; ``messages[0]`` is entry ``start``."""
+    """Each of ``messages``, encoded on its own; ``messages[0]`` is entry ``start``.
+
+    Each must be a JSON object (a load refuses anything else), as the schema says; only
+    ``model_copy(update=...)`` or an assignment can put another value there."""
+    for offset, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise UnstorableCheckpointError(
+                f"checkpoint data at messages.{start + offset} cannot be stored: a message "
+                f"must be a JSON object (a dict), not {type(message).__name__}, so a load would "
+                "refuse it. Nothing was written",
+                f"messages.{start + offset}",
+            )
     return [
         _encode(message, ((None, "messages"), start + offset), 2)
         for offset, message in enumerate(messages)

@@ -135,3 +135,26 @@ def test_chaos_max_points_without_chaos_mode_is_warned_of(pytester: pytest.Pytes
     result = pytester.runpytest(*ARGS, "--agentckpt-chaos-max-points=5", "--agentckpt-chaos")
     result.assert_outcomes(passed=1)
     assert "has no effect" not in result.stdout.str()
+
+
+@pytest.mark.parametrize(
+    ("variable", "url"),
+    [
+        ("AGENTCKPT_TEST_POSTGRES_URL", "postgresql://u:hunter2@127.0.0.1:1/test"),
+        ("AGENTCKPT_TEST_REDIS_URL", "redis://:hunter2@127.0.0.1:1/0"),
+    ],
+)
+def test_a_backend_url_that_cannot_be_opened_fails_once_without_printing_its_password(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, variable: str, url: str
+) -> None:
+    # The teardown purged the namespace of a store that never opened: a second error,
+    # with a traceback whose frames showed the URL, password and all.
+    monkeypatch.setenv(variable, url)
+    backend = "postgresql" if "postgres" in url else "redis"
+    pytester.makepyfile(test_backend="def test_on_the_backend(any_checkpoint_store):\n    pass\n")
+    result = pytester.runpytest(*ARGS, "--tb=long", "-l", "-rA", f"--agentckpt-backends={backend}")
+    output = result.stdout.str() + result.stderr.str()
+    assert "hunter2" not in output
+    result.assert_outcomes(errors=1)
+    assert "ERROR at teardown" not in output
+    assert "During handling of the above exception" not in output

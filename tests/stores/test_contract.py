@@ -24,6 +24,7 @@ from stores import (
     CheckpointStore,
     ConflictError,
     RecordedResult,
+    UnstorableCheckpointError,
     UnsupportedSchemaVersionError,
     open_store,
 )
@@ -270,6 +271,29 @@ def test_lone_surrogate_in_an_update_leaves_the_stored_checkpoint_unchanged(
     reloaded = any_checkpoint_store.load(saved.task_id)
     assert reloaded is not None
     assert reloaded.messages == [_user("ok"), _user("next")]
+
+
+@pytest.mark.parametrize(
+    "update",
+    [
+        {"status": "finished"},
+        {"iteration": -3},
+        {"messages": [{"role": "user", "content": "ok"}, "not a message"]},
+        {"actions": "outcome"},
+    ],
+    ids=["status", "iteration", "message", "actions"],
+)
+def test_a_checkpoint_that_breaks_the_schema_is_refused_at_save_not_at_the_next_load(
+    any_checkpoint_store: CheckpointStore, update: dict[str, Any]
+) -> None:
+    # model_copy(update=...) skips pydantic's validation: saved, such a checkpoint was
+    # acknowledged and then refused by every load, the task bricked.
+    saved = any_checkpoint_store.save(Checkpoint(task_id=_task_id(), messages=[_user("ok")]))
+    with pytest.raises(UnstorableCheckpointError, match=r"so a load would refuse it\. Nothing was written"):
+        any_checkpoint_store.save(saved.model_copy(update=update))
+    loaded = any_checkpoint_store.load(saved.task_id)
+    assert loaded is not None and (loaded.version, loaded.messages) == (1, [_user("ok")])
+    assert any_checkpoint_store.save(loaded).version == 2  # the task goes on
 
 
 # -- versions and compare-and-set --------------------------------------------------------
