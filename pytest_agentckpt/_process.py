@@ -28,6 +28,7 @@ import shutil
 import signal
 import tempfile
 import time
+import warnings
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -243,7 +244,12 @@ def _child_main(spec: dict[str, Any]) -> None:
     run = _import_object(spec["run"], "run")
     tools = InstrumentedToolbox(_load_tools(spec["tools"]), World(spec["world"]), injector)
     store_class = _WholeCheckpointStore if spec["whole_checkpoints"] else FaultyStore
-    store = store_class(open_store(spec["store"]), injector)
+    with warnings.catch_warnings():
+        # The parent opened this store first and gave its warnings (a Redis without
+        # persistence, say) once; a child per attempt would repeat them every time.
+        warnings.simplefilter("ignore")
+        opened = open_store(spec["store"])
+    store = store_class(opened, injector)
     asynchronous = _is_async(run)
     client: Any
     if asynchronous:
@@ -424,15 +430,19 @@ class ProcessExecutor:
         # Read by _evaluate (ignore_oracles) and by the report's replay line (both).
         self.ignore_oracles = ignore_oracles
         self.history = history
-        self._dir = Path(tempfile.mkdtemp(prefix="agentckpt-process-"))
         if store is not None and (not isinstance(store, str) or store.startswith("memory:")):
             raise ValueError(
                 "store: mode='process' needs a store URL both processes can open "
                 "(sqlite:///path, postgresql://..., redis://..., s3://...), not "
                 f"{store!r}"
             )
+        self._dir = Path(tempfile.mkdtemp(prefix="agentckpt-process-"))
         self.store_url = store or f"sqlite:///{self._dir / 'checkpoints.db'}"
-        self.store = open_store(self.store_url)
+        try:
+            self.store = open_store(self.store_url)
+        except BaseException:
+            shutil.rmtree(self._dir, ignore_errors=True)  # nothing of this run is left
+            raise
         self._ids = itertools.count(1)
         self._prefix = hashlib.sha1(os.urandom(8)).hexdigest()[:8]
         # The agent's own modules too: each child is a fork with everything imported.

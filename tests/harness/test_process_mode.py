@@ -92,9 +92,13 @@ def test_process_mode_needs_importable_names_and_a_shared_store() -> None:
         fuzz(REFERENCE, TOOLS, mode="process", store="memory://")
 
 
-def test_process_mode_resumes_the_reference_agent_from_every_backend(any_checkpoint_store_url: str) -> None:
+def test_process_mode_resumes_the_reference_agent_from_every_backend(
+    any_checkpoint_store_url: str, capfd: pytest.CaptureFixture[str]
+) -> None:
     # The child is SIGKILLed right after an effect or a checkpoint write and a new process
     # resumes from the shared store; finding the buggy agent is shown on SQLite above.
+    # A warning of opening the store (a Redis without persistence) is the parent's to
+    # give, once: the children, one per attempt, print none of it.
     if any_checkpoint_store_url.startswith("memory://"):
         # The child process could not see the parent's in-process store: refused up front.
         with pytest.raises(ValueError, match="both processes can open"):
@@ -106,6 +110,19 @@ def test_process_mode_resumes_the_reference_agent_from_every_backend(any_checkpo
         unsafe_tools="ignore", database=InMemoryExampleDatabase(),
     )
     assert report.stats.crashes > 0 and report.stats.resumes > 0 and report.stats.violations == {}
+    assert "Warning" not in capfd.readouterr().err
+
+
+def test_a_process_mode_store_that_cannot_be_opened_leaves_no_directory_behind() -> None:
+    import tempfile
+
+    def ours() -> set[Path]:
+        return set(Path(tempfile.gettempdir()).glob("agentckpt-process-*"))
+
+    before = ours()
+    with pytest.raises(Exception, match="unavailable|unreachable"):
+        fuzz(REFERENCE, TOOLS, mode="process", store="postgresql://postgres@127.0.0.1:1/test", max_examples=1)
+    assert ours() - before == set()
 
 
 # -- what memory mode does, process mode does: runaway budget, history=, ignore_oracles=,
