@@ -922,17 +922,25 @@ class FakeMessagesAPI:
         problem = self._check_generation(request, _MESSAGES)
         if problem is not None:
             return finish(error(400, "invalid_request_error", problem))
-        # The fake parsed this request itself: a model that can resume its reading of
-        # the last request's history (a PlanModel) reads only the messages added.
-        respond = getattr(self.model, "_respond_parsed", None)
-        if respond is None:
-            respond = self.model.respond
-            if not isinstance(self.model, CannedModel):
-                # A model of the test's own gets a request of its own: the parsed messages
-                # are shared with the next request's parse (and the record), so an edit it
-                # made would change the history the fake sees next.
-                respond = _on_a_copy(respond)
         try:
+            # The fake parsed this request itself: a model that can resume its reading of
+            # the last request's history (a PlanModel) reads only the messages added.
+            respond = getattr(self.model, "_respond_parsed", None)
+            if respond is None:
+                respond = getattr(self.model, "respond", None)
+                if not callable(respond):
+                    # Inside the try: a model without respond() is a broken script too,
+                    # not a connection error for the SDK to retry.
+                    raise TypeError(
+                        f"{self.model!r:.200} has no respond(request) method: the model is a "
+                        "Plan, a PlanModel, a CannedModel, or an object with "
+                        "respond(request) -> Message JSON"
+                    )
+                if not isinstance(self.model, CannedModel):
+                    # A model of the test's own gets a request of its own: the parsed
+                    # messages are shared with the next request's parse (and the record), so
+                    # an edit it made would change the history the fake sees next.
+                    respond = _on_a_copy(respond)
             with self._model_lock:
                 message = respond(request)
         except Exception as exc:

@@ -20,9 +20,9 @@ import hashlib
 import json
 import re
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 __all__ = [
     "INTERLEAVED_THINKING_BETA",
@@ -83,7 +83,8 @@ class ScriptExhaustedError(RuntimeError):
 
 class PlanMismatchError(ValueError):
     """A request asks for a reply the plan cannot give (a ``tool_choice`` that forces a
-    tool the plan does not call next); the message says how to write the plan for it.
+    tool the plan does not call next, or a planned call the tool has answered with an
+    error :data:`MAX_ERROR_ANSWERS` times); the message says how to write the plan for it.
 
     The fake API answers it with HTTP 500 ``api_error`` (``x-should-retry: false``) whose
     message carries this one: a broken script, not a transient fault.
@@ -126,13 +127,9 @@ class ToolCall:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ToolCall:
-        """Inverse of :meth:`to_dict`."""
-        plan = data.get("plan")
-        return cls(
-            name=str(data["name"]),
-            input=dict(data.get("input") or {}),
-            plan=None if plan is None else Plan.from_dict(plan),
-        )
+        """Inverse of :meth:`to_dict`; a ``ValueError`` that names what is missing or
+        wrong, and shows the expected shape, for a dict of another shape."""
+        return _from_dict(_call_from_dict, data, "call")
 
     def key(self) -> tuple[str, str]:
         """Identity used to match this call against ``tool_use`` blocks in a history."""
@@ -161,11 +158,9 @@ class Step:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Step:
-        """Inverse of :meth:`to_dict`."""
-        return cls(
-            calls=tuple(ToolCall.from_dict(c) for c in data["calls"]),
-            text=data.get("text"),
-        )
+        """Inverse of :meth:`to_dict`; a ``ValueError`` that names what is missing or
+        wrong, and shows the expected shape, for a dict of another shape."""
+        return _from_dict(_step_from_dict, data, "step")
 
 
 @dataclass(frozen=True)
@@ -206,13 +201,137 @@ class Plan:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Plan:
-        """Inverse of :meth:`to_dict`."""
-        final_call = data.get("final_call")
-        return cls(
-            steps=tuple(Step.from_dict(s) for s in data["steps"]),
-            final_answer=str(data["final_answer"]),
-            final_call=None if final_call is None else ToolCall.from_dict(final_call),
-        )
+        """Inverse of :meth:`to_dict`. A dict of another shape is a ``ValueError`` that
+        names what is missing or wrong, and shows the expected shape:
+
+        >>> Plan.from_dict({"steps": [{"calls": [{"tool": "search"}]}], "final_answer": "ok"})  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: plan['steps'][0]['calls'][0] has no 'name' and has 'tool', which a call does not take (a call takes 'name', optionally 'input', 'plan'). A plan as a dict looks like ...
+        """
+        return _from_dict(_plan_from_dict, data, "plan")
+
+
+#: The shape :meth:`Plan.from_dict` reads, for its errors.
+_PLAN_DICT_SHAPE = (
+    "{'steps': [{'calls': [{'name': 'search', 'input': {'query': 'x'}}], 'text': None}], "
+    "'final_answer': 'Done.'} (optional: a step's 'text', a call's 'input' and 'plan' "
+    "(a plan of the same shape), the plan's 'final_call' (a call))"
+)
+
+_Built = TypeVar("_Built")
+
+
+def _from_dict(read: Callable[[Any, str, list[str]], _Built | None], data: Any, where: str) -> _Built:
+    """What ``read`` makes of ``data``; a ValueError naming every problem it found, and
+    showing the shape a plan dict has, when it found any."""
+    problems: list[str] = []
+    built = read(data, where, problems)
+    if problems or built is None:
+        raise ValueError(f"{'; '.join(problems)}. A plan as a dict looks like {_PLAN_DICT_SHAPE}")
+    return built
+
+
+def _fields(
+    data: Any, where: str, what: str, required: tuple[str, ...], optional: tuple[str, ...], problems: list[str]
+) -> Mapping[str, Any] | None:
+    """``data`` when it is a dict (``None`` and a problem otherwise); a problem for each
+    ``required`` key it lacks and each key outside ``required + optional`` it holds."""
+    if not isinstance(data, Mapping):
+        problems.append(f"{where} must be {what} (a dict), not {data!r}")
+        return None
+    missing = [k for k in required if k not in data]
+    unknown = [k for k in data if k not in required and k not in optional]
+    if missing or unknown:
+        said = []
+        if missing:
+            said.append(f"has no {' or '.join(repr(k) for k in missing)}")
+        if unknown:
+            said.append(f"has {', '.join(repr(k) for k in unknown)}, which {what} does not take")
+        takes = ", ".join(repr(k) for k in required)
+        if optional:
+            takes += f", optionally {', '.join(repr(k) for k in optional)}"
+        problems.append(f"{where} {' and '.join(said)} ({what} takes {takes})")
+    return data
+
+
+def _items(value: Any, where: str, what: str, problems: list[str]) -> list[Any]:
+    """``value``'s items when it is a list or tuple; a problem otherwise."""
+    if not isinstance(value, list | tuple):
+        problems.append(f"{where} must be a list of {what}, not {value!r}")
+        return []
+    return list(value)
+
+
+def _built(where: str, build: Callable[[], _Built], problems: list[str], before: int) -> _Built | None:
+    """``build()`` when no problem was found since there were ``before``; its ValueError
+    (a check of the dataclass) as a problem of ``where``."""
+    if len(problems) > before:
+        return None
+    try:
+        return build()
+    except ValueError as exc:
+        problems.append(f"{where} is refused: {exc}")
+        return None
+
+
+def _call_from_dict(data: Any, where: str, problems: list[str]) -> ToolCall | None:
+    before = len(problems)
+    fields = _fields(data, where, "a call", ("name",), ("input", "plan"), problems)
+    if fields is None:
+        return None
+    name, tool_input, plan = fields.get("name"), fields.get("input"), fields.get("plan")
+    if "name" in fields and (not isinstance(name, str) or not name):
+        problems.append(f"{where}['name'] must be a tool's name (a non-empty string), not {name!r}")
+    if tool_input is not None and not isinstance(tool_input, Mapping):
+        problems.append(f"{where}['input'] must be the call's arguments (a dict), not {tool_input!r}")
+    sub = None if plan is None else _plan_from_dict(plan, f"{where}['plan']", problems)
+    return _built(
+        where, lambda: ToolCall(name=str(name), input=dict(tool_input or {}), plan=sub), problems, before
+    )
+
+
+def _step_from_dict(data: Any, where: str, problems: list[str]) -> Step | None:
+    before = len(problems)
+    fields = _fields(data, where, "a step", ("calls",), ("text",), problems)
+    if fields is None:
+        return None
+    calls = [
+        _call_from_dict(c, f"{where}['calls'][{i}]", problems)
+        for i, c in enumerate(_items(fields.get("calls", []), f"{where}['calls']", "calls", problems))
+    ]
+    text = fields.get("text")
+    if text is not None and not isinstance(text, str):
+        problems.append(f"{where}['text'] must be a string or None, not {text!r}")
+    return _built(
+        where, lambda: Step(calls=tuple(c for c in calls if c is not None), text=text), problems, before
+    )
+
+
+def _plan_from_dict(data: Any, where: str, problems: list[str]) -> Plan | None:
+    before = len(problems)
+    fields = _fields(data, where, "a plan", ("steps", "final_answer"), ("final_call",), problems)
+    if fields is None:
+        return None
+    steps = [
+        _step_from_dict(s, f"{where}['steps'][{i}]", problems)
+        for i, s in enumerate(_items(fields.get("steps", []), f"{where}['steps']", "steps", problems))
+    ]
+    final_answer = fields.get("final_answer")
+    if "final_answer" in fields and not isinstance(final_answer, str):
+        problems.append(f"{where}['final_answer'] must be a string, not {final_answer!r}")
+    final = fields.get("final_call")
+    final_call = None if final is None else _call_from_dict(final, f"{where}['final_call']", problems)
+    return _built(
+        where,
+        lambda: Plan(
+            steps=tuple(s for s in steps if s is not None),
+            final_answer=str(final_answer),
+            final_call=final_call,
+        ),
+        problems,
+        before,
+    )
 
 
 def _canonical(value: Any) -> str:
@@ -283,7 +402,9 @@ class PlanModel:
     At each request it finds the earliest step with calls whose successful result it has
     not seen (a ``tool_use`` with the call's name and input, answered by a ``tool_result``
     without ``is_error``) and asks for all of that step's missing calls in one turn. A call
-    answered with an error is asked for again with a fresh id, as real models retry. Ids
+    answered with an error is asked for again with a fresh id, as real models retry, up to
+    :data:`MAX_ERROR_ANSWERS` error answers to one call; then :class:`PlanMismatchError`
+    says the tool keeps refusing it (its input does not fit the tool's schema, say). Ids
     are ``toolu_s{step}c{call}a{attempt}``: deterministic, and unique in the conversation.
     When every step has succeeded it answers with ``plan.final_answer``.
 
@@ -386,6 +507,7 @@ class PlanModel:
                 dict[tuple[int, int], int],
                 tuple[int, frozenset[int], frozenset[int]] | None,
                 set[tuple[int, int]],
+                dict[tuple[int, int], tuple[int, Any]],
             ]
             | None
         ) = None
@@ -494,7 +616,7 @@ class PlanModel:
         scanned = self._scanned
         self._scanned = None  # until this scan completes
         if resume and scanned is not None and type(messages) is list:
-            known, class_of_use, succeeded, next_attempt, latest, won = scanned
+            known, class_of_use, succeeded, next_attempt, latest, won, failed = scanned
             n = len(known)
             if len(messages) >= n and (messages[:n] if len(messages) > n else messages) == known:
                 start = n
@@ -507,8 +629,11 @@ class PlanModel:
             # planned calls whose use by one of our ids succeeded.
             latest = None
             won = set()
+            # Per planned call: how many error results answered its uses, and the last.
+            failed = {}
         ids = self._ids
         class_by_key = self._class_by_key
+        final = (len(self._steps), 0)
         for i in range(start, len(messages)):
             message = messages[i]
             if type(message) is dict:
@@ -550,7 +675,9 @@ class PlanModel:
                             cls = planned_cls
                             asked.append(s_c)
                             later |= deferred
-                        else:
+                        elif s_c != final:
+                            # (The final call, past the last step, is kept: its error
+                            # answers are counted too.)
                             s_c = _NO_CALL
                     if cls < 0:
                         cls = class_by_key.get(
@@ -563,12 +690,16 @@ class PlanModel:
                 for block in content:
                     if type(block) is not dict:
                         block = _block_dict(block)
-                    if block.get("type") == "tool_result" and not block.get("is_error"):
-                        cls, s_c = class_of_use.get(block.get("tool_use_id"), _NO_USE)
+                    if block.get("type") != "tool_result":
+                        continue
+                    cls, s_c = class_of_use.get(block.get("tool_use_id"), _NO_USE)
+                    if not block.get("is_error"):
                         if cls >= 0:
                             succeeded[cls] += 1
                             if s_c[0] >= 0:
                                 won.add(s_c)
+                    elif s_c[0] >= 0:
+                        failed[s_c] = (failed.get(s_c, (0, None))[0] + 1, block.get("content"))
 
         if resume and type(messages) is list:
             self._scanned = (
@@ -578,6 +709,7 @@ class PlanModel:
                 next_attempt,
                 latest,
                 set(won),
+                dict(failed),
             )
         model = self.model or str(request.get("model") or DEFAULT_MODEL)
         # With thinking enabled, a reply starts with a signed thinking block, as Claude's
@@ -610,6 +742,11 @@ class PlanModel:
                 chosen = chosen[:1]
             if offered is not None and any(call.name not in offered for _, call in chosen):
                 raise PlanMismatchError(_not_offered(s, chosen, offered, messages, bool(self._prefix)))
+            for c, call in chosen:
+                errors, last = failed.get((s, c), (0, None))
+                if errors >= MAX_ERROR_ANSWERS:
+                    where = f"step {s + 1} of {'its sub-agent plan' if self._prefix else 'the plan'}"
+                    raise PlanMismatchError(_keeps_failing(where, call, errors, last))
             left = [c for c, _ in missing if all(c != k for k, _ in chosen)]
             suffix = f"_d{'-'.join(str(c) for c in left)}" if left else ""
             blocks: list[dict[str, Any]] = []
@@ -686,6 +823,10 @@ class PlanModel:
             # call (a structured answer), under an id past the last step.
             n = len(self._steps)
             call = self._final_call(choice, request)
+            errors, last = failed.get(final, (0, None))
+            if errors >= MAX_ERROR_ANSWERS:
+                where = f"the final call of {'its sub-agent plan' if self._prefix else 'the plan'}"
+                raise PlanMismatchError(_keeps_failing(where, call, errors, last))
             blocks = [thinking_block("Every step of the plan has succeeded.")] if thinking else []
             blocks.append(_tool_use(self._fresh(f"toolu_{self._prefix}s{n}c0a{next_attempt.get((n, 0), 0)}"), call))
             return message_json(
@@ -867,6 +1008,36 @@ def _not_offered(
         "(pytest_agentckpt.sub_agent_plans draws such plans), and start the sub-agent's "
         "conversation with the task text it was given"
     )
+
+
+#: How many error results (``is_error: true``) a :class:`PlanModel` takes for one planned
+#: call before it gives up on it with :class:`PlanMismatchError`: a call the tool refuses
+#: every time (a plan whose input the tool's schema does not accept) would otherwise be
+#: asked for again forever. Generous, so that a few injected faults never reach it.
+MAX_ERROR_ANSWERS = 20
+
+
+def _keeps_failing(where: str, call: ToolCall, errors: int, last: Any) -> str:
+    said = _result_text(last)
+    return (
+        f"the tool keeps answering errors to planned call {call.name}({_canonical(call.input)}) "
+        f"({errors} times): check the plan's input against the tool's schema. A PlanModel asks "
+        f"again for a call answered with is_error: true, as models do, and gives up after "
+        f"{MAX_ERROR_ANSWERS} error answers to one call ({where})"
+        + (f"; the tool's last answer: {said!r}" if said else "")
+    )
+
+
+def _result_text(content: Any) -> str:
+    """The text of a ``tool_result``'s content (a string, or blocks), cut to 300 characters."""
+    if isinstance(content, str):
+        text = content
+    elif isinstance(content, list | tuple):
+        text = " ".join(str(_get(b, "text")) for b in content if _get(b, "type") == "text")
+    else:
+        text = ""
+    text = text.strip()
+    return text if len(text) <= 300 else text[:299] + "…"
 
 
 def _forced_mismatch(name: str | None, step: int, missing: Sequence[tuple[int, ToolCall]]) -> str:
@@ -1368,7 +1539,19 @@ class CannedModel:
     """
 
     def __init__(self, responses: Sequence[str | Sequence[Mapping[str, Any]] | Mapping[str, Any]]):
+        if isinstance(responses, str | bytes | Mapping):
+            raise ValueError(
+                f"CannedModel takes a list of responses, not one {type(responses).__name__} "
+                f"{responses!r:.80}: a single reply is CannedModel([reply]) (each reply a "
+                "string, a list of content blocks, or a Message dict)"
+            )
         self.responses = list(responses)
+        for i, response in enumerate(self.responses):
+            if not isinstance(response, str | Mapping | list | tuple):
+                raise ValueError(
+                    f"CannedModel's response {i + 1} is {response!r:.80}: each response is a "
+                    "string (a text reply), a list of content blocks, or a Message dict"
+                )
         self.calls = 0
         self._lock = threading.Lock()
 
@@ -1381,20 +1564,22 @@ class CannedModel:
                     f"CannedModel holds {len(self.responses)} responses; "
                     f"request {index + 1} asked for one more"
                 )
+            response = self.responses[index]
+            model = str(request.get("model") or DEFAULT_MODEL)
+            if isinstance(response, Mapping):
+                reply = message_json(
+                    response.get("content", []),
+                    model=str(response.get("model", model)),
+                    stop_reason=response.get("stop_reason"),
+                    message_id=response.get("id", f"msg_canned{index:04d}"),
+                )
+                for name, value in response.items():
+                    if name != "content":
+                        reply[name] = value
+            else:
+                reply = message_json(response, model=model, message_id=f"msg_canned{index:04d}")
+            _check_canned(reply, index)
+            # Used up only once served: a reply refused above stays next, so that a request
+            # sent again (an agent retrying the 500) gets the same refusal, not the next reply.
             self.calls += 1
-        response = self.responses[index]
-        model = str(request.get("model") or DEFAULT_MODEL)
-        if isinstance(response, Mapping):
-            reply = message_json(
-                response.get("content", []),
-                model=str(response.get("model", model)),
-                stop_reason=response.get("stop_reason"),
-                message_id=response.get("id", f"msg_canned{index:04d}"),
-            )
-            for name, value in response.items():
-                if name != "content":
-                    reply[name] = value
-        else:
-            reply = message_json(response, model=model, message_id=f"msg_canned{index:04d}")
-        _check_canned(reply, index)
         return reply

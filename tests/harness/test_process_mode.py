@@ -120,7 +120,7 @@ def test_a_process_mode_store_that_cannot_be_opened_leaves_no_directory_behind()
         return set(Path(tempfile.gettempdir()).glob("agentckpt-process-*"))
 
     before = ours()
-    with pytest.raises(Exception, match="unavailable|unreachable"):
+    with pytest.raises(Exception, match=r"unavailable|unreachable"):
         fuzz(REFERENCE, TOOLS, mode="process", store="postgresql://postgres@127.0.0.1:1/test", max_examples=1)
     assert ours() - before == set()
 
