@@ -37,6 +37,7 @@ import functools
 import hashlib
 import json
 import re
+import sys
 import threading
 import time
 import weakref
@@ -580,7 +581,7 @@ class FakeMessagesAPI:
         ...         messages=[{"role": "user", "content": "?"}]).content[0].text
         'served'
         """
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        server = _QuietServer(("127.0.0.1", 0), _handler_for(self))
         server.daemon_threads = True
         thread = threading.Thread(
             target=server.serve_forever,
@@ -1516,6 +1517,18 @@ def _on_a_copy(respond: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, 
         return respond(copy.deepcopy(request))
 
     return call
+
+
+class _QuietServer(ThreadingHTTPServer):
+    """The fake's HTTP server: a client that goes away mid-exchange (a SIGKILLed child, a
+    keep-alive connection reset) is what the harness does on purpose, not an error to
+    print with a traceback, as socketserver does by default."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        error = sys.exc_info()[1]
+        if isinstance(error, ConnectionError | TimeoutError):
+            return
+        super().handle_error(request, client_address)
 
 
 def _mid_reply(events: Sequence[bytes]) -> int:

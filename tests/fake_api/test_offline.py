@@ -251,3 +251,25 @@ def test_a_paused_turn_sent_back_as_is_is_accepted_but_other_prefills_are_not() 
     other = [{"role": "user", "content": "go"}, {"role": "assistant", "content": "a prefill"}]
     with pytest.raises(anthropic.BadRequestError, match="prefill"):
         client.messages.create(model="m", max_tokens=64, messages=other)
+
+
+def test_a_client_that_resets_its_connection_is_no_traceback_of_the_served_api(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    # What a SIGKILLed child does to its keep-alive connection: socketserver printed
+    # "Exception occurred during processing of request" and a ConnectionResetError.
+    import socket
+    import struct
+    import time
+    import urllib.parse
+
+    api = FakeMessagesAPI(Plan(steps=(), final_answer="ok"))
+    with api.serve() as url:
+        parts = urllib.parse.urlparse(url)
+        client = socket.create_connection((parts.hostname, parts.port))
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        client.send(b"GET /v1/models HTTP/1.1\r\nHost: x\r\nx-api-key: k\r\n\r\n")
+        time.sleep(0.2)
+        client.close()  # a reset, with the answer unread
+        time.sleep(0.2)
+    assert "Traceback" not in capfd.readouterr().err

@@ -116,3 +116,19 @@ def test_a_stream_cut_mid_way_through_a_respx_route_raises_the_httpx2_protocol_e
     with raises_cut_stream(match=""):
         read_stream(client, seen)
     assert seen[:1] == ["message_start"] and "message_stop" not in seen
+
+
+def test_a_respx_route_answers_a_streaming_agent_with_sse_body(anthropic_respx: respx.MockRouter) -> None:
+    # An agent that streams needs an event stream: sse_body(message_json(...)) makes the
+    # API's, which the SDK reads as it reads the API's (a JSON body would not do).
+    from pytest_agentckpt.fake_api import sse_body
+
+    call = {"type": "tool_use", "id": "toolu_01", "name": "search", "input": {"query": "keys"}}
+    anthropic_respx.post("/v1/messages").respond(
+        content=sse_body(message_json([call], stop_reason="tool_use")),
+        headers={"content-type": "text/event-stream"},
+    )
+    with own_client().messages.stream(model="m", max_tokens=64, messages=GO) as stream:
+        reply = stream.get_final_message()
+    assert reply.stop_reason == "tool_use"
+    assert [(b.type, getattr(b, "input", None)) for b in reply.content] == [("tool_use", {"query": "keys"})]
