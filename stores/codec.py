@@ -514,12 +514,23 @@ def _check_schema(head: bytes) -> None:
     """
     try:
         Checkpoint.__pydantic_validator__.validate_json(head)
+        return
     except ValidationError as exc:
         first = exc.errors()[0]
+        if first.get("type") == "json_invalid":
+            # pydantic's JSON parser stops short of the nesting a checkpoint may hold:
+            # validate as a load does, on the decoded head.
+            try:
+                Checkpoint.model_validate({**json.loads(head), "messages": []})
+                return
+            except ValidationError as deep:
+                first = deep.errors()[0]
         where = ".".join(str(part) for part in first.get("loc", ())) or "the checkpoint"
+        got = repr(first.get("input"))
+        got = got if len(got) <= 120 else got[:117] + "..."
         raise UnstorableCheckpointError(
             f"checkpoint data at {where} cannot be stored: {first.get('msg')} (got "
-            f"{first.get('input')!r}), so a load would refuse it. Nothing was written. "
+            f"{got}), so a load would refuse it. Nothing was written. "
             "model_copy(update=...) and attribute assignment skip the checkpoint's "
             "validation: build a changed checkpoint with Checkpoint.model_validate({...}), "
             "or keep to the values the schema allows",

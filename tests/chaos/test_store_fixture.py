@@ -152,7 +152,8 @@ def test_a_backend_url_that_cannot_be_opened_fails_once_without_printing_its_pas
     monkeypatch.setenv(variable, url)
     backend = "postgresql" if "postgres" in url else "redis"
     pytester.makepyfile(test_backend="def test_on_the_backend(any_checkpoint_store):\n    pass\n")
-    result = pytester.runpytest(*ARGS, "--tb=long", "-l", "-rA", f"--agentckpt-backends={backend}")
+    # In a process of its own: the session this test runs in may have found its server.
+    result = pytester.runpytest_subprocess(*ARGS, "--tb=long", "-l", "-rA", f"--agentckpt-backends={backend}")
     output = result.stdout.str() + result.stderr.str()
     assert "hunter2" not in output
     result.assert_outcomes(errors=1)
