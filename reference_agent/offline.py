@@ -248,6 +248,11 @@ _SERVED = (
 DEFAULT_CACHE_MIN_TOKENS = 1024
 
 
+#: Where a stream fault cuts by default: after ``message_start``, ``ping`` and the first
+#: block's ``content_block_start``, before any of its content.
+CUT_AFTER_EVENTS = 3
+
+
 @dataclass
 class _Fault:
     kind: str
@@ -476,7 +481,7 @@ class FakeMessagesAPI:
         *,
         times: int = 1,
         retry_after: float | None = None,
-        after_events: int = 3,
+        after_events: int = CUT_AFTER_EVENTS,
         mid_reply: bool = False,
     ) -> None:
         """Answer the next ``times`` requests with the fault ``kind`` (see :data:`FaultKind`).
@@ -499,6 +504,15 @@ class FakeMessagesAPI:
         """
         if kind not in _FAULT_KINDS:
             raise ValueError(f"kind must be one of {sorted(_FAULT_KINDS)}, not {kind!r}")
+        # A bool is an int to Python; times=True is a mistake, not one fault.
+        if not isinstance(times, int) or isinstance(times, bool):
+            raise ValueError(f"times must be int, not {times!r}")
+        if not isinstance(after_events, int) or isinstance(after_events, bool):
+            raise ValueError(f"after_events must be int, not {after_events!r}")
+        if retry_after is not None and (not isinstance(retry_after, int | float) or isinstance(retry_after, bool)):
+            raise ValueError(f"retry_after must be int or float or None, not {retry_after!r}")
+        if not isinstance(mid_reply, bool):
+            raise ValueError(f"mid_reply must be bool, not {mid_reply!r}")
         if times < 1:
             raise ValueError(f"times must be at least 1, not {times}")
         if retry_after is not None and retry_after < 0:
@@ -1533,7 +1547,8 @@ class _QuietServer(ThreadingHTTPServer):
 
 def _mid_reply(events: Sequence[bytes]) -> int:
     """How many of a reply's ``events`` a cut in the middle lets through: up to and with
-    the first delta of its last content block (3, the first block opened, if it has none).
+    the first delta of its last content block (:data:`CUT_AFTER_EVENTS`, the first block
+    opened, if it has none).
 
     >>> _mid_reply([b"event: message_start", b"event: ping", b"event: content_block_start",
     ...             b"event: content_block_delta", b"event: content_block_delta"])
@@ -1541,8 +1556,8 @@ def _mid_reply(events: Sequence[bytes]) -> int:
     """
     starts = [i for i, event in enumerate(events) if event.startswith(b"event: content_block_start")]
     if not starts:
-        return 3
+        return CUT_AFTER_EVENTS
     for i in range(starts[-1] + 1, len(events)):
         if events[i].startswith(b"event: content_block_delta"):
             return i + 1
-    return 3
+    return CUT_AFTER_EVENTS

@@ -16,13 +16,14 @@ and a crashed-and-resumed run of the same plan can be compared call for call.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, ClassVar, Protocol, TypeVar, cast, runtime_checkable
 
 __all__ = [
     "INTERLEAVED_THINKING_BETA",
@@ -110,6 +111,9 @@ class ToolCall:
     True
     """
 
+    #: For :meth:`from_dict`: a key that is no field is an error, not ignored.
+    __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "forbid"}
+
     name: str
     input: Mapping[str, Any] = field(default_factory=dict, hash=False)
     plan: Plan | None = None
@@ -129,7 +133,7 @@ class ToolCall:
     def from_dict(cls, data: Mapping[str, Any]) -> ToolCall:
         """Inverse of :meth:`to_dict`; a ``ValueError`` that names what is missing or
         wrong, and shows the expected shape, for a dict of another shape."""
-        return _from_dict(_call_from_dict, data, "call")
+        return _from_dict(cls, data, "call")
 
     def key(self) -> tuple[str, str]:
         """Identity used to match this call against ``tool_use`` blocks in a history."""
@@ -142,6 +146,9 @@ class Step:
 
     ``text``: an optional text block the model writes before the calls.
     """
+
+    #: For :meth:`from_dict`: a key that is no field is an error, not ignored.
+    __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "forbid"}
 
     calls: tuple[ToolCall, ...]
     text: str | None = None
@@ -160,7 +167,7 @@ class Step:
     def from_dict(cls, data: Mapping[str, Any]) -> Step:
         """Inverse of :meth:`to_dict`; a ``ValueError`` that names what is missing or
         wrong, and shows the expected shape, for a dict of another shape."""
-        return _from_dict(_step_from_dict, data, "step")
+        return _from_dict(cls, data, "step")
 
 
 @dataclass(frozen=True)
@@ -178,6 +185,9 @@ class Plan:
     >>> Plan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan
     True
     """
+
+    #: For :meth:`from_dict`: a key that is no field is an error, not ignored.
+    __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "forbid"}
 
     steps: tuple[Step, ...]
     final_answer: str
@@ -207,9 +217,9 @@ class Plan:
         >>> Plan.from_dict({"steps": [{"calls": [{"tool": "search"}]}], "final_answer": "ok"})  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        ValueError: plan['steps'][0]['calls'][0] has no 'name' and has 'tool', which a call does not take (a call takes 'name', optionally 'input', 'plan'). A plan as a dict looks like ...
+        ValueError: plan['steps'][0]['calls'][0]['name'] is missing; plan['steps'][0]['calls'][0]['tool'] is not a field. A plan as a dict looks like ...
         """
-        return _from_dict(_plan_from_dict, data, "plan")
+        return _from_dict(cls, data, "plan")
 
 
 #: The shape :meth:`Plan.from_dict` reads, for its errors.
@@ -222,116 +232,42 @@ _PLAN_DICT_SHAPE = (
 _Built = TypeVar("_Built")
 
 
-def _from_dict(read: Callable[[Any, str, list[str]], _Built | None], data: Any, where: str) -> _Built:
-    """What ``read`` makes of ``data``; a ValueError naming every problem it found, and
-    showing the shape a plan dict has, when it found any."""
-    problems: list[str] = []
-    built = read(data, where, problems)
-    if problems or built is None:
-        raise ValueError(f"{'; '.join(problems)}. A plan as a dict looks like {_PLAN_DICT_SHAPE}")
+def _from_dict(cls: type[_Built], data: Any, where: str) -> _Built:
+    """``cls`` (a plan, a step or a call) from its dict, validated by pydantic against the
+    dataclasses themselves (their fields, types and checks); a ValueError naming every
+    part missing or wrong, and showing the shape a plan dict has, when any is."""
+    from pydantic import ValidationError
+
+    try:
+        built: _Built = _adapter(cast(Hashable, cls)).validate_python(data)
+    except ValidationError as exc:
+        raise ValueError(
+            f"{'; '.join(_problem(where, error) for error in exc.errors())}. A plan as a dict "
+            f"looks like {_PLAN_DICT_SHAPE}"
+        ) from None
     return built
 
 
-def _fields(
-    data: Any, where: str, what: str, required: tuple[str, ...], optional: tuple[str, ...], problems: list[str]
-) -> Mapping[str, Any] | None:
-    """``data`` when it is a dict (``None`` and a problem otherwise); a problem for each
-    ``required`` key it lacks and each key outside ``required + optional`` it holds."""
-    if not isinstance(data, Mapping):
-        problems.append(f"{where} must be {what} (a dict), not {data!r}")
-        return None
-    missing = [k for k in required if k not in data]
-    unknown = [k for k in data if k not in required and k not in optional]
-    if missing or unknown:
-        said = []
-        if missing:
-            said.append(f"has no {' or '.join(repr(k) for k in missing)}")
-        if unknown:
-            said.append(f"has {', '.join(repr(k) for k in unknown)}, which {what} does not take")
-        takes = ", ".join(repr(k) for k in required)
-        if optional:
-            takes += f", optionally {', '.join(repr(k) for k in optional)}"
-        problems.append(f"{where} {' and '.join(said)} ({what} takes {takes})")
-    return data
+@functools.cache
+def _adapter(cls: Any) -> Any:
+    """pydantic's validator of ``cls`` (a dataclass of this module), built once."""
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(cls)
 
 
-def _items(value: Any, where: str, what: str, problems: list[str]) -> list[Any]:
-    """``value``'s items when it is a list or tuple; a problem otherwise."""
-    if not isinstance(value, list | tuple):
-        problems.append(f"{where} must be a list of {what}, not {value!r}")
-        return []
-    return list(value)
-
-
-def _built(where: str, build: Callable[[], _Built], problems: list[str], before: int) -> _Built | None:
-    """``build()`` when no problem was found since there were ``before``; its ValueError
-    (a check of the dataclass) as a problem of ``where``."""
-    if len(problems) > before:
-        return None
-    try:
-        return build()
-    except ValueError as exc:
-        problems.append(f"{where} is refused: {exc}")
-        return None
-
-
-def _call_from_dict(data: Any, where: str, problems: list[str]) -> ToolCall | None:
-    before = len(problems)
-    fields = _fields(data, where, "a call", ("name",), ("input", "plan"), problems)
-    if fields is None:
-        return None
-    name, tool_input, plan = fields.get("name"), fields.get("input"), fields.get("plan")
-    if "name" in fields and (not isinstance(name, str) or not name):
-        problems.append(f"{where}['name'] must be a tool's name (a non-empty string), not {name!r}")
-    if tool_input is not None and not isinstance(tool_input, Mapping):
-        problems.append(f"{where}['input'] must be the call's arguments (a dict), not {tool_input!r}")
-    sub = None if plan is None else _plan_from_dict(plan, f"{where}['plan']", problems)
-    return _built(
-        where, lambda: ToolCall(name=str(name), input=dict(tool_input or {}), plan=sub), problems, before
-    )
-
-
-def _step_from_dict(data: Any, where: str, problems: list[str]) -> Step | None:
-    before = len(problems)
-    fields = _fields(data, where, "a step", ("calls",), ("text",), problems)
-    if fields is None:
-        return None
-    calls = [
-        _call_from_dict(c, f"{where}['calls'][{i}]", problems)
-        for i, c in enumerate(_items(fields.get("calls", []), f"{where}['calls']", "calls", problems))
-    ]
-    text = fields.get("text")
-    if text is not None and not isinstance(text, str):
-        problems.append(f"{where}['text'] must be a string or None, not {text!r}")
-    return _built(
-        where, lambda: Step(calls=tuple(c for c in calls if c is not None), text=text), problems, before
-    )
-
-
-def _plan_from_dict(data: Any, where: str, problems: list[str]) -> Plan | None:
-    before = len(problems)
-    fields = _fields(data, where, "a plan", ("steps", "final_answer"), ("final_call",), problems)
-    if fields is None:
-        return None
-    steps = [
-        _step_from_dict(s, f"{where}['steps'][{i}]", problems)
-        for i, s in enumerate(_items(fields.get("steps", []), f"{where}['steps']", "steps", problems))
-    ]
-    final_answer = fields.get("final_answer")
-    if "final_answer" in fields and not isinstance(final_answer, str):
-        problems.append(f"{where}['final_answer'] must be a string, not {final_answer!r}")
-    final = fields.get("final_call")
-    final_call = None if final is None else _call_from_dict(final, f"{where}['final_call']", problems)
-    return _built(
-        where,
-        lambda: Plan(
-            steps=tuple(s for s in steps if s is not None),
-            final_answer=str(final_answer),
-            final_call=final_call,
-        ),
-        problems,
-        before,
-    )
+def _problem(where: str, error: Any) -> str:
+    """One of pydantic's errors, said of the part of the dict it is about."""
+    path = where + "".join(f"[{part!r}]" for part in error["loc"])
+    if error["type"] == "missing":
+        return f"{path} is missing"
+    if error["type"] in ("unexpected_keyword_argument", "extra_forbidden"):
+        return f"{path} is not a field"
+    # The dict form holds lists where the dataclasses hold tuples.
+    message = str(error["msg"]).removeprefix("Value error, ").replace("a valid tuple", "a list")
+    if error["type"] == "value_error":
+        return f"{path} is refused: {message}"
+    return f"{path}: {message}, not {error['input']!r:.80}"
 
 
 def _canonical(value: Any) -> str:

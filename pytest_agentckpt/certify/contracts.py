@@ -284,14 +284,14 @@ def check_compare_and_set(ctx: CertifyContext) -> str:
     if first.version != 1:
         raise ContractFailed(f"creating a checkpoint returned version {first.version}, not 1")
 
-    def refused(attempt: Checkpoint, what: str, keeps: Checkpoint | None) -> None:
+    def refused(attempt: Checkpoint, what: str, keeps: Checkpoint | None, *, deleted: bool = False) -> None:
         # What is stored before the save, first: a delete that left the task, or a load
         # that does not return the latest save, is not the compare-and-set's fault.
         before = store.load(attempt.task_id)
         if keeps is None and before is not None:
             why = (
                 "delete() did not remove it (a row, a file or a key of it is left, and load finds it)"
-                if "after delete" in what
+                if deleted
                 else "no one saved it"
             )
             raise ContractFailed(f"before {what}, the task already loads (version {before.version}): {why}")
@@ -325,7 +325,7 @@ def check_compare_and_set(ctx: CertifyContext) -> str:
     absent = ctx.task_id("cas-absent")
     refused(Checkpoint(task_id=absent, goal="x", version=3), "a save from version 3 of a missing task", None)
     store.delete(task_id)
-    refused(second.model_copy(update={"goal": "after delete"}), "a save from version 2 after delete", None)
+    refused(second.model_copy(update={"goal": "after delete"}), "a save from version 2 after delete", None, deleted=True)
     again = store.save(Checkpoint(task_id=task_id, goal="recreated"))
     if again.version != 1:
         raise ContractFailed(f"re-creating a deleted checkpoint returned version {again.version}")

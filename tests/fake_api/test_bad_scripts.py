@@ -45,8 +45,9 @@ SEARCH = {
 BAD_MARKERS = {
     "plan_dict": (
         'plan={"steps": [{"calls": [{"tool": "search"}]}]}',
-        "*UsageError: @pytest.mark.agentckpt_model: plan= is not a plan: plan has no 'final_answer'"
-        "*plan['steps'][0]['calls'][0] has no 'name' and has 'tool'*"
+        "*UsageError: @pytest.mark.agentckpt_model: plan= is not a plan: "
+        "plan['steps'][0]['calls'][0]['name'] is missing; plan['steps'][0]['calls'][0]['tool'] is "
+        "not a field; plan['final_answer'] is missing. "
         "A plan as a dict looks like {'steps': [{'calls': [{'name': *",
     ),
     "plan_other": (
@@ -165,21 +166,21 @@ def test_the_marker_still_takes_every_form_the_docs_give(pytester: pytest.Pytest
     ("data", "words"),
     [
         ({"steps": [{"calls": [{"tool": "search"}]}], "final_answer": "ok"},
-         "plan['steps'][0]['calls'][0] has no 'name' and has 'tool', which a call does not take"),
-        ({"steps": []}, "plan has no 'final_answer'"),
-        ({"steps": "search", "final_answer": "ok"}, "plan['steps'] must be a list of steps, not 'search'"),
+         "plan['steps'][0]['calls'][0]['name'] is missing; plan['steps'][0]['calls'][0]['tool'] is not a field"),
+        ({"steps": []}, "plan['final_answer'] is missing"),
+        ({"steps": "search", "final_answer": "ok"}, "plan['steps']: Input should be a list, not 'search'"),
         ({"steps": [{"calls": [{"name": "s", "input": ["x"]}]}], "final_answer": "ok"},
-         "plan['steps'][0]['calls'][0]['input'] must be the call's arguments (a dict), not ['x']"),
+         "plan['steps'][0]['calls'][0]['input']: Input should be a valid dictionary, not ['x']"),
         ({"steps": [{"calls": [{"name": "s", "args": {"q": 1}}]}], "final_answer": "ok"},
-         "has 'args', which a call does not take (a call takes 'name', optionally 'input', 'plan')"),
+         "plan['steps'][0]['calls'][0]['args'] is not a field"),
         ({"steps": [{"calls": []}], "final_answer": "ok"},
          "plan['steps'][0] is refused: Step.calls must hold at least one ToolCall"),
-        ({"steps": [], "final_answer": 3}, "plan['final_answer'] must be a string, not 3"),
+        ({"steps": [], "final_answer": 3}, "plan['final_answer']: Input should be a valid string, not 3"),
         ({"steps": [{"calls": [{"name": "s"}], "text": 5}], "final_answer": "ok"},
-         "plan['steps'][0]['text'] must be a string or None, not 5"),
+         "plan['steps'][0]['text']: Input should be a valid string, not 5"),
         ({"steps": [], "final_answer": "ok", "final_call": {"input": {}}},
-         "plan['final_call'] has no 'name'"),
-        ("steps", "plan must be a plan (a dict), not 'steps'"),
+         "plan['final_call']['name'] is missing"),
+        ("steps", "plan: Input should be a dictionary or an instance of Plan, not 'steps'"),
     ],
 )
 def test_a_plan_dict_of_another_shape_is_a_value_error_that_says_which_part(
@@ -192,15 +193,15 @@ def test_a_plan_dict_of_another_shape_is_a_value_error_that_says_which_part(
 
 
 def test_a_plan_dict_names_every_problem_at_once() -> None:
-    with pytest.raises(ValueError, match="plan has no 'final_answer'") as caught:
+    with pytest.raises(ValueError, match=re.escape("plan['final_answer'] is missing")) as caught:
         Plan.from_dict({"steps": [{"calls": [{"tool": "search"}]}]})
-    assert "plan['steps'][0]['calls'][0] has no 'name'" in str(caught.value)
+    assert "plan['steps'][0]['calls'][0]['name'] is missing" in str(caught.value)
 
 
 def test_step_and_call_from_dict_say_what_is_wrong_too() -> None:
-    with pytest.raises(ValueError, match=r"step has no 'calls'"):
+    with pytest.raises(ValueError, match=re.escape("step['calls'] is missing; step['call'] is not a field")):
         Step.from_dict({"call": []})
-    with pytest.raises(ValueError, match=r"call\['plan'\] has no 'final_answer'"):
+    with pytest.raises(ValueError, match=re.escape("call['plan']['final_answer'] is missing")):
         ToolCall.from_dict({"name": "delegate", "input": {"task": "t"}, "plan": {"steps": []}})
 
 
@@ -369,3 +370,21 @@ def test_an_agent_retrying_a_refused_canned_reply_gets_the_same_refusal() -> Non
 def test_a_canned_model_refuses_a_bare_string() -> None:
     with pytest.raises(ValueError, match=r"CannedModel takes a list of responses, not one str 'hello'"):
         CannedModel("hello")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "says"),
+    [
+        ({"times": "2"}, "times must be int, not '2'"),
+        ({"times": True}, "times must be int, not True"),
+        ({"after_events": 2.5}, "after_events must be int, not 2.5"),
+        ({"retry_after": "1"}, "retry_after must be int or float or None, not '1'"),
+        ({"mid_reply": 1}, "mid_reply must be bool, not 1"),
+    ],
+)
+def test_fail_next_refuses_an_argument_of_the_wrong_type_by_name(arguments: dict[str, object], says: str) -> None:
+    # Checked where the fault is queued, for the marker and a test calling it alike.
+    api = FakeMessagesAPI(Plan(steps=(), final_answer="ok"))
+    with pytest.raises(ValueError, match=re.escape(says)):
+        api.fail_next("rate_limit", **arguments)  # type: ignore[arg-type]
+    assert api.pending_faults == 0
