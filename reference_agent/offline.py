@@ -736,6 +736,7 @@ class FakeMessagesAPI:
                     headers=headers,
                     status=reply.status if reply.drop is None else 0,
                     response=message,
+                    reply_headers=reply.headers,
                     generation=generation,
                     method=method,
                     **record,

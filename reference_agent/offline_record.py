@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -140,6 +140,16 @@ class Exchange:
     sent_messages: list[Any] | None = field(default=None, repr=False)
     # A body that was not a JSON object (kept as sent, for the record).
     raw: bytes | None = field(default=None, repr=False)
+    # The answer's headers as the fake built them (the reply's own list, not a copy).
+    reply_headers: Sequence[tuple[str, str]] = field(default=(), repr=False)
+
+    @property
+    def response_headers(self) -> dict[str, str]:
+        """The headers of the answer sent (``request-id``, the rate limits, a 429's
+        ``retry-after``, ...); empty when no answer reached the client (``status == 0``)."""
+        if self.status == 0:
+            return {}
+        return {name.lower(): value for name, value in self.reply_headers}
 
     @property
     def request(self) -> dict[str, Any]:

@@ -565,6 +565,16 @@ def check_acknowledged_survive_kill(ctx: CertifyContext) -> str:
                     f"task {kill.task_id}, killed {kill.delay * 1000:.0f} ms after its first save",
                     ctx.reproduce("acknowledged_survive_kill"),
                 )
+            listed = max(kill.listed_versions or (), default=None)
+            if listed is not None and listed >= kill.last_ack:
+                raise ContractFailed(
+                    f"version {kill.last_ack} was acknowledged to the writer; after SIGKILL "
+                    f"load returns {found}, while list_checkpoints() shows the task at version "
+                    f"{listed}: the save was durable, but load does not return the latest "
+                    "version (does it pick the newest row, file or key?)",
+                    f"task {kill.task_id}, killed {kill.delay * 1000:.0f} ms after its first save",
+                    ctx.reproduce("acknowledged_survive_kill"),
+                )
             raise ContractFailed(
                 f"version {kill.last_ack} was acknowledged to the writer, but after SIGKILL "
                 f"the store holds {found}: the save was acknowledged before it was durable",

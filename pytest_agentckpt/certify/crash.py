@@ -59,6 +59,8 @@ class KillRound:
     listing: str | None = None
     #: The version a new instance, made after every round, loads (None: nothing).
     fresh_version: int | None = None
+    #: The versions the listing showed for the task right after the kill (None: not read).
+    listed_versions: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -266,18 +268,21 @@ def run_kill_experiment(ctx: CertifyContext) -> KillExperiment:
             if loaded is not None:
                 loaded_version = loaded.version
                 mix = _judge_mix(loaded)
-        listing = None if load_error else _listing_problem(reader, task_id, loaded_version)
+        listing, listed = (None, None) if load_error else _listing_problem(reader, task_id, loaded_version)
         recovery = _resume(ctx, namespace, task_id) if loaded_version is not None else None
         rounds.append(
             KillRound(task_id, round(delay, 4), last_ack, loaded_version, load_error, mix, finished,
-                      recovery, listing)
+                      recovery, listing, listed_versions=listed)
         )
     rounds, after_delete = _fresh_look(ctx, namespace, rounds)
     return KillExperiment(tuple(rounds), namespace, after_delete)
 
 
-def _listing_problem(store: CheckpointStore, task_id: str, loaded_version: int | None) -> str | None:
-    """How ``store``'s listing disagrees with its load of ``task_id`` (``None``: it agrees).
+def _listing_problem(
+    store: CheckpointStore, task_id: str, loaded_version: int | None
+) -> tuple[str | None, tuple[int, ...] | None]:
+    """How ``store``'s listing disagrees with its load of ``task_id`` (``None``: it agrees),
+    and the versions it lists the task at (``None``: the listing failed).
 
     A save cut short may leave a file, a row or a key behind that a listing picks up: the
     task listed twice, or at a version no load returns.
@@ -285,13 +290,13 @@ def _listing_problem(store: CheckpointStore, task_id: str, loaded_version: int |
     try:
         versions = [s.version for s in store.list_checkpoints() if s.task_id == task_id]
     except Exception as exc:
-        return f"list_checkpoints() failed: {type(exc).__name__}: {exc}"
+        return f"list_checkpoints() failed: {type(exc).__name__}: {exc}", None
     if loaded_version is None:
-        return None if not versions else f"listed at version(s) {versions}, though load finds nothing"
+        return (None if not versions else f"listed at version(s) {versions}, though load finds nothing"), tuple(versions)
     if versions != [loaded_version]:
         listed = "not listed" if not versions else f"listed {len(versions)} time(s), at version(s) {versions}"
-        return f"{listed}, though load returns version {loaded_version}"
-    return None
+        return f"{listed}, though load returns version {loaded_version}", tuple(versions)
+    return None, tuple(versions)
 
 
 def _fresh_look(

@@ -7,6 +7,7 @@ and is told what to add.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -240,3 +241,15 @@ def test_markdown_and_text_share_the_verdict() -> None:
                      only=["newer_schema_refused"])
     assert verdict(report) in to_text(report)
     assert f"**{verdict(report)}**" in to_markdown(report)
+
+
+def test_a_load_that_misses_a_listed_version_is_not_called_a_lost_save() -> None:
+    # The save was durable (the listing shows it); load picks an older one: the advice is
+    # about load, not about acknowledging before the write was durable.
+    listed = dataclasses.replace(_round(2), listed_versions=(2, 3))
+    with pytest.raises(ContractFailed, match="load does not return the latest version") as failed:
+        check_acknowledged_survive_kill(_ctx_with_kills(listed))
+    assert "before it was durable" not in str(failed.value)
+    # Listed at the old version only: the save is gone, as before.
+    with pytest.raises(ContractFailed, match="acknowledged before it was durable"):
+        check_acknowledged_survive_kill(_ctx_with_kills(dataclasses.replace(_round(2), listed_versions=(2,))))

@@ -273,3 +273,20 @@ def test_a_client_that_resets_its_connection_is_no_traceback_of_the_served_api(
         client.close()  # a reset, with the answer unread
         time.sleep(0.2)
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_each_exchange_records_the_headers_of_its_answer() -> None:
+    api = FakeMessagesAPI(PLAN)
+    client = api.client(max_retries=0)
+    raw = client.messages.with_raw_response.create(model="claude-test", max_tokens=256, messages=GO)
+    api.fail_next("rate_limit", retry_after=7)
+    with pytest.raises(anthropic.RateLimitError):
+        create(client)
+    api.fail_next("timeout")
+    with pytest.raises(anthropic.APITimeoutError):
+        create(client)
+    ok, limited, lost = api.exchanges
+    assert ok.response_headers["request-id"] == raw.headers["request-id"]
+    assert "anthropic-ratelimit-requests-remaining" in ok.response_headers
+    assert limited.status == 429 and limited.response_headers["retry-after"] == "7"
+    assert lost.status == 0 and lost.response_headers == {}
