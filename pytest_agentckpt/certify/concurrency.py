@@ -18,7 +18,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from stores import Checkpoint, CheckpointStore, ConflictError, StoreError
+from stores import Checkpoint, CheckpointStore, ConflictError, CorruptCheckpointError, StoreError
 
 from .._children import process_context, with_environment
 from .factory import StoreFactory
@@ -181,7 +181,13 @@ def _process_writer(
         log = write_loop(store, task_id, worker, rounds, lockstep)
         store.close()
         results.put((worker, log, None))
+    except CorruptCheckpointError as exc:
+        # The parent raises it again: the store called its own writing corrupt, a failure
+        # of the store the report explains, not an error of the run.
+        lockstep.abort()  # the others need not wait for this writer at the barrier
+        results.put((worker, None, ("corrupt", exc.task_id, exc.reason)))
     except BaseException:
+        lockstep.abort()
         results.put((worker, None, traceback.format_exc()))
 
 
@@ -212,6 +218,7 @@ def run_process_writers(
     deadline = time.monotonic() + timeout
     logs: dict[int, WriterLog] = {}
     failures: list[str] = []
+    corrupt: tuple[str, str] | None = None
     try:
         started = 0
         while started < processes:
@@ -230,7 +237,10 @@ def run_process_writers(
                 if time.monotonic() > deadline:
                     break
                 continue
-            if error is not None:
+            if isinstance(error, tuple):
+                corrupt = corrupt or (error[1], error[2])
+                failures.append(f"writer process {worker}: {error[2]}")
+            elif error is not None:
                 failures.append(f"writer process {worker}:\n{error}")
             else:
                 logs[worker] = log
@@ -240,6 +250,8 @@ def run_process_writers(
             if child.is_alive():
                 child.kill()
                 child.join(5)
+    if corrupt is not None:
+        raise CorruptCheckpointError(*corrupt)
     if failures:
         raise RuntimeError("a writer process failed:\n" + "\n".join(failures))
     if len(logs) < processes:

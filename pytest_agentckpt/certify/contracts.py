@@ -644,6 +644,10 @@ def check_aba_recreated(ctx: CertifyContext) -> str:
 
     mine = stale.save(Checkpoint(task_id=task_id, goal="A", messages=[said("a", 0)]))
     mine = stale.save(mine.model_copy(update={"messages": [said("a", 0), said("a", 1)]}))
+    # A third instance has read the task (a supervisor's, say): whatever it keeps of that
+    # read must not outlive the task.
+    reader = ctx.new_store(namespace)
+    reader.load(task_id)
     other.delete(task_id)
     left = other.load(task_id)
     if left is not None:
@@ -654,6 +658,18 @@ def check_aba_recreated(ctx: CertifyContext) -> str:
         )
     theirs = other.save(Checkpoint(task_id=task_id, goal="B", messages=[said("b", 0)]))
     theirs = other.save(theirs.model_copy(update={"messages": [said("b", 0), said("b", 1)]}))
+    seen = reader.load(task_id)
+    if seen is None or seen.messages != theirs.messages:
+        shown = None if seen is None else [m.get("content") for m in seen.messages]
+        raise ContractFailed(
+            f"instance C loaded the task as [a0, a1] (version {mine.version}); instance B deleted "
+            f"it and re-created it up to version {theirs.version} as [b0, b1]; C then loads "
+            f"{'nothing' if seen is None else f'{shown} (version {seen.version})'}: a read of C's "
+            "serves what C saw before, though the task was deleted and made again. A cache "
+            "checked by version alone does this (the re-created task reached the same "
+            "version): check the lineage token too, or drop the cache (fresh_reads checks "
+            "stale reads of other writers' saves)"
+        )
     # The stale instance saves from the version it knows, which is again the stored one.
     attempt = mine.model_copy(update={"goal": "A again",
                                       "messages": [said("a", 0), said("a", 1), said("a", 2)]})

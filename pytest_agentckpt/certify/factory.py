@@ -129,9 +129,12 @@ class StoreFactory:
         """A fresh store instance in ``namespace`` (ignored by factories without one)."""
         store = self.function(namespace) if self.takes_namespace else self.function()
         if not isinstance(store, CheckpointStore):
+            needed = ("load", "save", "delete", "list_checkpoints", "info", "close")
+            missing = [name for name in needed if not callable(getattr(store, name, None))]
+            lacks = f": it has no {', '.join(missing)} method" if missing and len(missing) < len(needed) else ""
             raise FactoryError(
                 f"{self.spec} returned a {type(store).__name__}, which is not a "
-                "CheckpointStore (it needs load, save, delete, list_checkpoints, info, close)"
+                f"CheckpointStore{lacks} (it needs load, save, delete, list_checkpoints, info, close)"
             )
         return store
 

@@ -255,7 +255,9 @@ def run_contract(ctx: CertifyContext, contract: Contract) -> ContractResult:
             f"corrupt ({error}). CorruptCheckpointError is for stored data no save would "
             "have written; this was left by the store's own operations: a delete that "
             "removed part of a task (its head but not its messages, say), or a save that "
-            "wrote part of one",
+            "wrote part of one; or an instance reads through a view of its own that another "
+            "instance's save made out of date (a cached pointer, index or file name whose "
+            "data that save replaced)",
             trace, ctx.reproduce(contract.id),
         )
     return result(Outcome.ERROR, f"{type(error).__name__}: {error}", trace, ctx.reproduce(contract.id))

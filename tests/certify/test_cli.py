@@ -329,3 +329,34 @@ def test_ctrl_c_during_model_based_leaves_none_of_its_tasks(
     assert child.returncode == 130, err
     assert "it deleted what it wrote" in err
     assert sorted(p.name for p in tmp_path.rglob("*.json")) == []
+
+
+class _NoDelete:
+    """A store that forgot one method of the protocol."""
+
+    def load(self, task_id: str) -> None:
+        return None
+
+    def save(self, checkpoint: object) -> object:
+        return checkpoint
+
+    def list_checkpoints(self) -> list[object]:
+        return []
+
+    def info(self) -> dict[str, str]:
+        return {}
+
+    def close(self) -> None:
+        pass
+
+
+def make_no_delete() -> _NoDelete:
+    return _NoDelete()
+
+
+def test_a_store_missing_a_method_is_told_which(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["certify", "tests.certify.test_cli:make_no_delete", "--quick"]) == 2
+    err = capsys.readouterr().err
+    assert "which is not a CheckpointStore: it has no delete method" in err
+    assert main(["certify", "builtins:dict", "--quick"]) == 2
+    assert "it has no" not in capsys.readouterr().err  # nothing of the protocol: no list
