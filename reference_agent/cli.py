@@ -1206,8 +1206,12 @@ def _on_sigint(signum: int, frame: object) -> None:
 
 
 def _stopped(args: argparse.Namespace, task: str, signum: int) -> int:
-    where = "; it keeps its last checkpoint: run the same command again to resume it" \
-        if args.command == "run" else ""
+    where = (
+        "; run the same command again to resume it from its last checkpoint (a task stopped "
+        "before its first save starts afresh)"
+        if args.command == "run"
+        else ""
+    )
     if signum == signal.SIGTERM:
         print(f"terminated (SIGTERM): {task} stopped{where}", file=sys.stderr)
         return 143

@@ -260,9 +260,25 @@ class SQLiteStore:
             return StoreUnavailableError(
                 f"SQLite store {self.url!r} is unavailable: {reason}: the file is damaged "
                 f"(cut short or partly overwritten). {keep}, or recover what it holds into a "
-                f'new file (sqlite3 {path} ".recover" | sqlite3 recovered.db) and point the '
-                "store URL at that one. The file was not changed"
+                f'new file (sqlite3 {path} ".recover" | sqlite3 recovered.db), check that '
+                "the new file lists your tasks (the list command with --store "
+                "sqlite:///recovered.db) and only then point the store URL at it: .recover "
+                "may fail or find nothing in a file cut short. The file was not changed"
             )
+        if "no such table" in reason:
+            # PRAGMA user_version says a layout, yet the tables are not there: another
+            # program's file, or what a failed recovery left.
+            return StoreUnavailableError(
+                f"SQLite store {self.url!r} is unavailable: {reason}: the file is a SQLite "
+                "database, but not a checkpoint store (its tables are not there, though its "
+                "PRAGMA user_version is set). Check the path in the store URL; if this file "
+                "came out of a recovery, the recovery found nothing. The file was not changed"
+            )
+        for known in ("newer layout: ", "other tables: "):
+            if reason.startswith(known):
+                return StoreUnavailableError(
+                    f"SQLite store {self.url!r} is unavailable: {reason.removeprefix(known)}"
+                )
         if "is locked" in reason:
             return StoreUnavailableError(
                 f"SQLite store {self.url!r} is unavailable: {reason}: another process held a "
@@ -298,12 +314,20 @@ class SQLiteStore:
                 check_same_thread=False,  # only so that close() may close it from any thread
             )
             conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
-            if not self.create and conn.execute("PRAGMA user_version").fetchone()[0] == 0:
+            layout = conn.execute("PRAGMA user_version").fetchone()[0]
+            # Before anything is set on the file (WAL mode rewrites its header): a file of
+            # another program, or of a newer layout, is left exactly as it is.
+            foreign = self._foreign(conn, layout)
+            if not self.create and layout == 0:
                 conn.close()
+                others = "" if foreign is None else f", only tables of another program ({foreign.split('(')[1].split(')')[0]})"
                 raise StoreNotFoundError(
-                    f"no SQLite store at {self.path}: the file holds no checkpoint tables "
-                    "(nothing was created). Check the path in the store URL"
+                    f"no SQLite store at {self.path}: the file holds no checkpoint tables"
+                    f"{others} (nothing was created). Check the path in the store URL"
                 )
+            if foreign is not None:
+                conn.close()
+                raise self._unavailable(foreign)
             # Small pages for a new file (an existing one keeps its own): a save touches a
             # few pages, and SQLite writes whole pages to the WAL and again to the file at
             # a checkpoint, so 1 KiB pages write about a third of the bytes of 4 KiB ones.
@@ -318,6 +342,26 @@ class SQLiteStore:
         with self._connections_lock:
             self._connections.append(conn)
         return conn
+
+    @staticmethod
+    def _foreign(conn: sqlite3.Connection, layout: int) -> str | None:
+        """Why the file open on ``conn`` is not a checkpoint store this code may write to
+        (``None``: it is one, or a new file)."""
+        if layout > _LAYOUT_VERSION:
+            return (
+                f"newer layout: the file has table layout {layout}, newer than this code's "
+                f"{_LAYOUT_VERSION}; upgrade pytest-agentckpt to use it. The file was not changed"
+            )
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if layout == 0 and tables:
+            return (
+                f"other tables: the file holds tables of another program ({', '.join(sorted(tables)[:3])}"
+                f"{', ...' if len(tables) > 3 else ''}), not a checkpoint store. Check the path "
+                "in the store URL: a checkpoint store needs a file of its own. The file was not changed"
+            )
+        if layout > 0 and "checkpoints" not in tables:
+            return "no such table: checkpoints"
+        return None
 
     @contextmanager
     def _transaction(self, begin: str = "BEGIN IMMEDIATE") -> Iterator[sqlite3.Connection]:
@@ -343,8 +387,9 @@ class SQLiteStore:
                 (layout,) = conn.execute("PRAGMA user_version").fetchone()
                 if layout > _LAYOUT_VERSION:
                     raise self._unavailable(
-                        f"the file has table layout {layout}, newer than this code's "
-                        f"{_LAYOUT_VERSION}; upgrade pytest-agentckpt"
+                        f"newer layout: the file has table layout {layout}, newer than this "
+                        f"code's {_LAYOUT_VERSION}; upgrade pytest-agentckpt to use it. The "
+                        "file was not changed"
                     )
                 if layout < _LAYOUT_VERSION and self.create:
                     for statement in _SCHEMA.split(";"):
