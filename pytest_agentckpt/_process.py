@@ -526,7 +526,7 @@ class ProcessExecutor:
         child = _ChildRecord()
         seen = [0]  # the World's effects already in the timeline (by seq)
         outcome = _Outcome(timeline, completed=False, answer=None, error=None)
-        limit = self.max_resumes if self.max_resumes is not None else faults.size + 3
+        limit = self.max_resumes if self.max_resumes is not None else faults.attempts_needed
         quiet_errors = 0
         try:
             with api.serve() as base_url:

@@ -710,7 +710,7 @@ class _Executor:
         store = FaultyStore(self.store, injector, history=self.history)
         tools = InstrumentedToolbox(self.tools, self.world, injector)
         outcome = _Outcome(timeline, completed=False, answer=None, error=None)
-        limit = self.max_resumes if self.max_resumes is not None else faults.size + 3
+        limit = self.max_resumes if self.max_resumes is not None else faults.attempts_needed
         quiet_errors = 0
         stopped: tuple[Any] | None = None  # what the last clean stop returned
         idle = False  # whether the run was taken for done by resumed_idle
@@ -846,7 +846,13 @@ class _Executor:
             checkpoint = self.store.load(task_id)
         except Exception:
             return False
-        return checkpoint is not None and checkpoint.status == "running"
+        if checkpoint is None:
+            # Nothing stored: a task that deleted its checkpoint on success, or one whose
+            # every save failed (the store down to its end) and that answered all the
+            # same. That one's completion is nowhere: a supervisor runs it again.
+            writes = [e for e in timeline.of("store_save", "store_save_failed", "store_delete") if e.attempt == timeline.attempt]
+            return bool(writes) and writes[-1].kind == "store_save_failed"
+        return checkpoint.status == "running"
 
     # -- the crash-free run of a plan --------------------------------------------------------
     def baseline(self, plan: Plan) -> tuple[Baseline, _Outcome]:

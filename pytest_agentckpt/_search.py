@@ -696,7 +696,10 @@ def _every_oracle(
         others.append(_led_by(smaller if smaller is not None else smallest[oracle], oracle))
     better = best.failure(reproduce, found_after=failure.found_after, minimized=True, others=others)
     for note in getattr(failure, "__notes__", ()):
-        better.add_note(note)
+        # Hypothesis's own "Failing test case" block shows the example before agentckpt
+        # shrank it further: a second, larger scenario under the report of the smaller one.
+        if not note.startswith(("Failing test case", "Falsifying example")):
+            better.add_note(note)
     return better
 
 

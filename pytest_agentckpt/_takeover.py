@@ -46,7 +46,16 @@ from typing import Any
 from stores import Checkpoint
 
 from .faults import FaultInjector, FaultPlan, FaultyStore, InstrumentedToolbox
-from .oracles import ToolFlags, Violation, same_answer, valid_sequence
+from .oracles import (
+    ToolFlags,
+    UnsafeTool,
+    Violation,
+    _short,
+    canonical,
+    effect_counts,
+    same_answer,
+    valid_sequence,
+)
 from .timeline import Timeline
 
 __all__ = ["TakeoverFailure", "TakeoverStats", "takeover"]
@@ -230,6 +239,7 @@ def takeover(
         run, tools, store=store, budget=None, max_resumes=None, goal=goal, client=client  # type: ignore[arg-type]
     )
     stats = TakeoverStats()
+    unsafe: dict[tuple[str, str], UnsafeTool] = {}
     try:
         chosen = list(plans) if plans is not None else _draw_plans(tools, examples, seed)
         for plan in chosen:
@@ -266,6 +276,8 @@ def takeover(
                     blocked.append(result)
                     continue
                 result.violations += same_answer(result.answer, baseline, completed=result.answered)
+                for found in _repeated_unkeyed(result.timeline, executor.flags, baseline.effects):
+                    unsafe.setdefault((found.tool, canonical(found.input)), found)
                 if result.violations:
                     stats.failed += 1
                     failures.append(result)
@@ -277,7 +289,46 @@ def takeover(
                 raise TakeoverFailure(_report(plan, failures, stats))
     finally:
         executor.close()
+    if unsafe:
+        _warn_unsafe(list(unsafe.values()))
     return stats
+
+
+def _repeated_unkeyed(
+    timeline: Timeline, flags: Mapping[str, ToolFlags], expected: Mapping[tuple[str, str], int]
+) -> list[UnsafeTool]:
+    """The effects of tools without keys that the two workers made more often than the
+    crash-free run did."""
+    import json
+
+    found = []
+    for (tool, raw), times in effect_counts(timeline).items():
+        tool_flags = flags.get(tool)
+        tool_input = json.loads(raw)
+        if tool_flags is None:
+            continue
+        tool_flags = tool_flags.for_input(tool_input)
+        if tool_flags.can_duplicate and not tool_flags.idempotent and times > expected.get((tool, raw), 0):
+            found.append(UnsafeTool(tool, tool_input, times, expected.get((tool, raw), 0)))
+    return found
+
+
+def _warn_unsafe(found: list[UnsafeTool]) -> None:
+    import warnings
+
+    from ._search import UnsafeToolWarning
+
+    for tool in found[:3]:
+        warnings.warn(
+            f"agentckpt takeover: tool {tool.tool!r} made its effect {_short(tool.input)} "
+            f"{tool.times} times with two workers on the task (crash-free: {tool.expected}). A "
+            "worker held between its intent and the call wakes up and makes it, whatever the "
+            "other worker settled meanwhile: only an idempotency key the tool honours (or a "
+            "fence the resource checks) makes such a tool safe. fuzz tells a repeat the agent "
+            "could have avoided from one no agent can",
+            UnsafeToolWarning,
+            stacklevel=3,
+        )
 
 
 def _draw_plans(tools: Any, examples: int, seed: int) -> list[Any]:
@@ -330,10 +381,11 @@ def _run_point(executor: Any, plan: Any, point: str, occurrence: int, wait: floa
     tools = InstrumentedToolbox(executor.tools, executor.world, injector)
     result = _Point(point, occurrence, timeline)
     outcome_a: list[BaseException | None] = []
+    answer_a: list[Any] = []
 
     def worker_a() -> None:
         try:
-            executor._call(task_id, store, tools)
+            answer_a.append(executor._call(task_id, store, tools))
             outcome_a.append(None)
         except BaseException as exc:  # whatever A raises is its outcome
             outcome_a.append(exc)
@@ -424,7 +476,7 @@ def _run_point(executor: Any, plan: Any, point: str, occurrence: int, wait: floa
             error = outcome_a[0]
             timeline.add("attempt_end", outcome="error", detail=f"{type(error).__name__}: {error}")
         else:
-            timeline.add("attempt_end", outcome="answer", detail="worker A returned")
+            timeline.add("attempt_end", outcome="answer", detail=f"worker A returned {answer_a[0]!r:.200}" if answer_a else "worker A returned")
         store.watching = None
         # Only a checkpoint B wrote and left can be lost: a B that found the task done wrote
         # nothing, and one that deleted the checkpoint on success left nothing but the
@@ -461,12 +513,23 @@ def _lost_update(
     if before is not None and after is not None:
         changed = sorted(k for k in before if before.get(k) != after.get(k))
         what = f"changed its {', '.join(changed)}"
+    conflicted = any(
+        e.attempt == woken and e.data.get("reason") == "conflict" for e in timeline.of("store_save_failed")
+    )
+    advice = (
+        "On a ConflictError the task belongs to another worker: stop, and do not load the "
+        "newer version to save your own state on top of it"
+        if conflicted
+        else "A never met a ConflictError: its saves went through with a version it did not "
+        "hold (learnt from a fresh load just before, as an upsert does, or none at all). Save "
+        "with the version you hold, so that the store refuses a stale save; a lock or lease "
+        "checked without a fence on each save does not stop a worker whose lease ran out "
+        "while it was paused"
+    )
     return Violation(
         "no_lost_update",
         f"after worker B had taken the task over and finished it, worker A, waking up, {what} "
-        f"({len(saves)} save(s) of its own went through): B's work is lost. On a ConflictError "
-        "the task belongs to another worker: stop, and do not load the newer version to save "
-        "your own state on top of it",
+        f"({len(saves)} save(s) of its own went through): B's work is lost. {advice}",
     )
 
 

@@ -231,8 +231,8 @@ RERUN_ASSERTIONS = (
 
 #: Why an unfinished task's test is judged on fewer oracles.
 UNFINISHED = (
-    "the test leaves its task unfinished (the model's last reply asked for tools, and no "
-    "checkpoint was saved completed after it), so a resume takes the task further than the "
+    "the test leaves its task unfinished (the model's last reply asked for tools, or its "
+    "last request got no reply, and no checkpoint was saved completed after it), so a resume takes the task further than the "
     "test's own run did: chaos mode does not judge effects against that run (a lost or an "
     "extra one), nor the task run again. It still judges the message sequence, an effect "
     "repeated beyond what the model asked for, recorded work and the iteration count. fuzz "
@@ -667,8 +667,8 @@ def _not_checkable(main: Timeline, *, located: bool) -> dict[str, str]:
 
 def _left_unfinished(main: Timeline) -> bool:
     """Whether the first run of a test left its task visibly unfinished: the model's last
-    reply asked for tools (or was cut short) and no checkpoint was saved ``completed``
-    after it. Running such a test again goes on with the task (a resume does more than
+    reply asked for tools (or was cut short), or its last request got no reply, and no
+    checkpoint was saved ``completed`` after it. Running such a test again goes on with the task (a resume does more than
     the first run did), so neither its effects nor a rerun doing work are judged against
     that run.
 
@@ -680,11 +680,26 @@ def _left_unfinished(main: Timeline) -> bool:
     >>> _ = t.add("store_save", status="completed")
     >>> _left_unfinished(t)
     False
+
+    So did a run whose last model request got no reply (an API down for good):
+
+    >>> t = Timeline(); _ = t.start_attempt()
+    >>> _ = t.add("store_save", status="running")
+    >>> _ = t.add("model_request", index=0, messages=[])
+    >>> _ = t.add("model_response", index=0, status=529)
+    >>> _left_unfinished(t)
+    True
     """
+    answered = {e.data.get("index") for e in main.of("model_response") if e.data.get("status") == 200}
+    asked = next((e for e in reversed(main.of("model_request")) if e.data.get("index") not in answered), None)
     last = next((e for e in reversed(main.of("model_response")) if e.data.get("status") == 200), None)
-    if last is None:
-        return False
-    if not (last.data.get("tool_uses") or last.data.get("stop_reason") in ("tool_use", "pause_turn", "max_tokens")):
+    if asked is not None and (last is None or asked.seq > last.seq):
+        # The last question got no reply (the API was down for good, and the agent let
+        # the error out): the task waits for the model, unfinished.
+        last = asked
+    elif last is None or not (
+        last.data.get("tool_uses") or last.data.get("stop_reason") in ("tool_use", "pause_turn", "max_tokens")
+    ):
         return False
     return not any(e.seq > last.seq and e.data.get("status") == "completed" for e in main.of("store_save"))
 

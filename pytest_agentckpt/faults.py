@@ -154,7 +154,10 @@ STREAM_FAULT_KINDS: frozenset[str] = frozenset({"stream_disconnect", "stream_err
 #: they were without it.
 #: ``api_outage`` (the API overloaded for longer than the SDK retries) tests what an agent
 #: does when a model call fails for good, which fails only agents that give up.
-OPT_IN_FAULT_KINDS: frozenset[str] = frozenset({"max_tokens", "api_outage"})
+#: ``store_down`` (the store failing for more saves or loads in a row than an agent
+#: retries, 3 to 8) tests what an agent does when a store call fails for good: its
+#: give-up or step-retry path, which shorter outages never reach in an agent that retries.
+OPT_IN_FAULT_KINDS: frozenset[str] = frozenset({"max_tokens", "api_outage", "store_down"})
 
 #: The requests an ``api_outage`` answers with 529 ``overloaded_error``: one more than the
 #: SDK's default retries (``max_retries=2``), so that the SDK raises to the agent.
@@ -164,8 +167,11 @@ StoreFaultKind = Literal["store_outage", "slow_store"]
 STORE_FAULT_KINDS: tuple[StoreFaultKind, ...] = get_args(StoreFaultKind)
 """Store faults, injected by :class:`FaultyStore`."""
 
-FaultKind = FaultPoint | ApiFaultKind | StoreFaultKind
-FAULT_KINDS: tuple[str, ...] = FAULT_POINTS + API_FAULT_KINDS + STORE_FAULT_KINDS
+#: The store operations in a row a ``store_down`` fails (drawn from this range).
+STORE_DOWN_OPERATIONS = (3, 8)
+
+FaultKind = FaultPoint | ApiFaultKind | StoreFaultKind | Literal["store_down"]
+FAULT_KINDS: tuple[str, ...] = FAULT_POINTS + API_FAULT_KINDS + STORE_FAULT_KINDS + ("store_down",)
 """Every name ``fuzz(fault_kinds=...)`` accepts."""
 
 DEFAULT_FAULT_KINDS: tuple[str, ...] = tuple(k for k in FAULT_KINDS if k not in OPT_IN_FAULT_KINDS)
@@ -455,6 +461,13 @@ class FaultPlan:
         return len(self.crashes) + len(self.crash_fractions) + len(self.api_faults) + len(self.store_faults)
 
     @property
+    def attempts_needed(self) -> int:
+        """Attempts a sound agent may need to finish under this plan: one per fault, one
+        per operation a store outage fails beyond its first (each may end an attempt),
+        and three to spare."""
+        return self.size + sum(f.length - 1 for f in self.store_faults if f.kind == "store_outage") + 3
+
+    @property
     def relative(self) -> bool:
         """Whether the plan names faults relative to the crash-free run (occurrences counted
         from the end, crash fractions): :meth:`resolve` turns them into counts from the start."""
@@ -673,6 +686,8 @@ class FaultInjector:
         self._last_request: Any = None
         self._calls_since_response = 0
         self._request_index = 0
+        #: The request index of each fake exchange a generation is in (popped at its reply).
+        self._requests_by_exchange: dict[int, int] = {}
         #: The indices of the model requests that asked for a streamed reply.
         self.streamed: set[int] = set()
         #: The streamed replies not yet read to their end: reply id -> request index.
@@ -753,14 +768,20 @@ class FaultInjector:
         if event == "request":
             if not is_generation(body):
                 return
-            self._model_request(body)
+            self._model_request(body, index)
         elif event == "response":
-            self._model_response(body)
+            self._model_response(body, index)
 
-    def _model_request(self, body: Any) -> None:
+    def _model_request(self, body: Any, exchange: int | None = None) -> None:
         with self._lock:
             messages = body.get("messages", []) if isinstance(body, dict) else []
             self._request_index += 1
+            if exchange is not None:
+                # The reply to it is numbered by it, even when another worker's requests
+                # came in between (two workers on one fake, in takeover).
+                if len(self._requests_by_exchange) > 10_000:
+                    self._requests_by_exchange.clear()
+                self._requests_by_exchange[exchange] = self._request_index
             thinking = body.get("thinking") if isinstance(body, dict) else None
             thinks = isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
             extra: dict[str, Any] = {}
@@ -813,8 +834,13 @@ class FaultInjector:
                 self.hit("iteration_start")
             self.hit("before_model_call")
 
-    def _model_response(self, body: Any) -> None:
+    def _model_response(self, body: Any, exchange: int | None = None) -> None:
         with self._lock:
+            request_index = (
+                self._requests_by_exchange.pop(exchange, self._request_index)
+                if exchange is not None
+                else self._request_index
+            )
             status, payload = _response_parts(body)
             tool_uses = []
             text = ""
@@ -832,11 +858,11 @@ class FaultInjector:
                     # all: the oracles tell it from a prefill by its content.
                     paused = list(payload.get("content") or ())
             extra: dict[str, Any] = {} if paused is None else {"content": paused}
-            if self._request_index in self.streamed and status == 200 and isinstance(payload, dict):
+            if request_index in self.streamed and status == 200 and isinstance(payload, dict):
                 # Open until it is read to its end (model_delivered): a save before that
                 # holds at most a draft of it.
                 extra["streamed"] = True
-                self._streaming[str(payload.get("id"))] = self._request_index
+                self._streaming[str(payload.get("id"))] = request_index
             if isinstance(payload, dict):
                 from reference_agent.validation import thinking_shape
 
@@ -846,7 +872,7 @@ class FaultInjector:
                     extra["thinking_shape"] = shape
             self.timeline.add(
                 "model_response",
-                index=self._request_index,
+                index=request_index,
                 status=status,
                 tool_uses=tool_uses,
                 text=text,

@@ -172,8 +172,9 @@ class UnsafeTool:
         return (
             f"tool {self.tool!r} is unsafe: its effect {_short(self.input)} happened {self.times} "
             f"times (crash-free: {self.expected}) because the attempt ended (a crash, or the agent "
-            "raised or stopped) after the effect and before any durable record of it; no agent "
-            "can know that outcome. Make the tool "
+            "raised or stopped) after the effect and before any durable record of its outcome "
+            "(an intent saved before the call does not say whether it happened); no agent can "
+            "know that outcome. Make the tool "
             "honour idempotency keys (and declare it so: kinds={...: \"keyed\"} in "
             "Toolbox.from_functions, or ToolSpec(idempotent=True)) or give it a way to check "
             "what happened."
@@ -543,7 +544,13 @@ def no_duplicate_effect(
                     "no_duplicate_effect",
                     f"effect {tool}({_short(json.loads(raw_input))}) happened {n} times, but the "
                     f"model asked for it {asked} time(s) (crash-free run: {expected}): the agent "
-                    "repeated an action the model asked for once. "
+                    + (
+                        "repeated an action of its own, one the model never asked for. "
+                        if asked == 0
+                        else "repeated an action the model asked for once. "
+                        if asked == 1
+                        else f"made an action more often than the {asked} times the model asked for it. "
+                    )
                     + (
                         _key_advice(done, reasked=_reasked_reply(timeline, key), issued=_issued_ids(timeline))
                         if flags is not None and flags.idempotent
@@ -598,6 +605,15 @@ def _asks(timeline: Timeline) -> dict[tuple[str, str], set[tuple[Any, str, str]]
     from reference_agent.scripted import first_issue  # the scripted model's ids are its own
 
     asks: dict[tuple[str, str], set[tuple[Any, str, str]]] = defaultdict(set)
+    for event, (where, first) in _replies_by_conversation(timeline):
+        for tool_use_id, name, tool_input in event.data.get("tool_uses", ()):
+            asks[(name, canonical(tool_input))].add((where, first, first_issue(str(tool_use_id))))
+    return asks
+
+
+def _replies_by_conversation(timeline: Timeline) -> Iterator[tuple[Event, tuple[Any, str]]]:
+    """Each model reply with its conversation, as :func:`_asks` tells them: the checkpoint
+    the agent loaded or saved last before the request, and the request's first message."""
     conversation: dict[Any, tuple[Any, str]] = {}
     task: Any = None
     for event in timeline.of("store_load", "store_save", "model_request", "model_response"):
@@ -607,23 +623,34 @@ def _asks(timeline: Timeline) -> dict[tuple[str, str], set[tuple[Any, str, str]]
             messages = event.data.get("messages") or ()
             conversation[event.data.get("index")] = (task, canonical(messages[0]) if messages else "")
         else:
-            where, first = conversation.get(event.data.get("index"), (task, ""))
-            for tool_use_id, name, tool_input in event.data.get("tool_uses", ()):
-                asks[(name, canonical(tool_input))].add((where, first, first_issue(str(tool_use_id))))
-    return asks
+            yield event, conversation.get(event.data.get("index"), (task, ""))
 
 
 def _reasked(timeline: Timeline) -> set[tuple[str, str]]:
     """The calls a scripted model's reply asked for again, under fresh ids, because the
-    agent sent the same history again (it had lost the reply that asked first)."""
+    agent sent the same history again (it had lost the reply that asked first).
+
+    A scripted model gives a fresh id to a call of any history it answered before; only
+    one sent again in the conversation that got the call first is asked again: the same
+    first message, and the same checkpoint or a later attempt (a resume that looks under
+    another task id). Another conversation (a part of the task with a goal of its own, a
+    second sub-task alike running beside the first) is asked for the first time.
+    """
     from reference_agent.scripted import first_issue
 
-    return {
-        (name, canonical(tool_input))
-        for event in timeline.of("model_response")
-        for tool_use_id, name, tool_input in event.data.get("tool_uses", ())
-        if first_issue(str(tool_use_id)) != str(tool_use_id)
-    }
+    issued: dict[str, list[tuple[Any, str, int]]] = defaultdict(list)
+    again: set[tuple[str, str]] = set()
+    for event, (task, opening) in _replies_by_conversation(timeline):
+        for tool_use_id, name, tool_input in event.data.get("tool_uses", ()):
+            first = first_issue(str(tool_use_id))
+            if first == str(tool_use_id):
+                issued[first].append((task, opening, event.attempt))
+            elif not issued.get(first) or any(
+                opened == opening and (where == task or attempt < event.attempt)
+                for where, opened, attempt in issued[first]
+            ):
+                again.add((name, canonical(tool_input)))
+    return again
 
 
 def _error_answer_after_effect(
@@ -693,7 +720,8 @@ def _result_text(content: Any) -> str:
 def _reasked_reply(timeline: Timeline, call: tuple[str, str]) -> str | None:
     """Whether the model was asked again for ``call`` (``(name, canonical input)``), under a
     fresh id: ``"saved"`` when a save had held the reply that asked first (the agent resumed
-    from a checkpoint without it), ``"other_task"`` when the attempts that asked again
+    from a checkpoint without it), ``"deleted"`` when the agent deleted that checkpoint
+    since, ``"other_task"`` when the attempts that asked again
     found nothing under the other task ids they loaded (never the one it was saved under), ``"unsaved"`` when none had, ``"not_in_store"`` when the
     agent saved nothing through the store, ``None`` if never asked again."""
     from reference_agent.scripted import first_issue
@@ -725,6 +753,13 @@ def _reasked_reply(timeline: Timeline, call: tuple[str, str]) -> str | None:
                         and saved_under not in {load.data.get("task_id") for load in loads}
                     ):
                         return "other_task"
+                    if any(
+                        d.seq > save.seq and d.data.get("task_id") == saved_under
+                        for d in timeline.of("store_delete")
+                    ):
+                        # The agent deleted the checkpoint that held the reply, and began
+                        # again from nothing.
+                        return "deleted"
                     return "saved"
     # An agent that keeps its state outside the store it was handed: whether the reply
     # was saved cannot be told.
@@ -738,6 +773,13 @@ _WHY_KEYS_DIFFER = {
         "checkpoint without it (an older one, or the reply dropped on load), asked the model "
         "the same again and got the call under a new tool_use id (the API gives every reply "
         "new ids). Resume from the newest checkpoint as it was saved."
+    ),
+    "deleted": (
+        "the agent saved the reply that asked for the call, then deleted the checkpoint that "
+        "held it and began again from nothing (a step or task retried from a clean slate), "
+        "asked the model the same again and got the call under a new tool_use id (the API "
+        "gives every reply new ids). Retry from the checkpoint, not from a clean slate, so "
+        "that the same tool_use ids run with the same keys."
     ),
     "other_task": (
         "the agent saved the reply that asked for the call, but the resume loaded another "
@@ -777,6 +819,12 @@ _WHY_ASKED_AGAIN: dict[str, str] = {
         "reply that asked for it, but a resume went on from a checkpoint without it (an "
         "older one, or the reply dropped on load). Resume from the newest checkpoint as it "
         "was saved."
+    ),
+    "deleted": (
+        "The model was asked for it again, under a new tool_use id: the agent had saved the "
+        "reply that asked for it, then deleted that checkpoint and began again from nothing "
+        "(a step or task retried from a clean slate). Retry from the checkpoint instead: it "
+        "holds the call and its intent, to settle."
     ),
     "other_task": (
         "The model was asked for it again, under a new tool_use id: the agent had saved the "
@@ -1483,6 +1531,24 @@ def _went_back_within(timeline: Timeline, event: Event, task: Any, iteration: in
     return "the count went back within one attempt"
 
 
+def _deleted_between(timeline: Timeline, task: Any, before: Event, after: Event) -> Event | None:
+    """The last delete of checkpoint ``task`` between events ``before`` and ``after``."""
+    deletes = [
+        e for e in timeline.of("store_delete") if before.seq < e.seq < after.seq and e.data.get("task_id") == task
+    ]
+    return deletes[-1] if deletes else None
+
+
+def _deleted_and_made_again(deleted: Event) -> str:
+    return (
+        f"the agent deleted this checkpoint (attempt {deleted.attempt}) and then saved it again "
+        "from nothing, so the work it recorded (replies, results, the count) was done again. "
+        "Keep a checkpoint until the work it records is recorded elsewhere too (a finished "
+        "sub-task's result in its parent), and retry a failed step from its own checkpoint, "
+        "not from a clean slate"
+    )
+
+
 def iteration_monotone(timeline: Timeline, *, budget: int | None = None) -> list[Violation]:
     """The stored iteration never goes backwards, and the budget spans restarts.
 
@@ -1506,11 +1572,14 @@ def iteration_monotone(timeline: Timeline, *, budget: int | None = None) -> list
                     f"version {best.data.get('version')}) to {iteration} (version "
                     f"{event.data.get('version')}): "
                     + (
-                        "a restart reset the count, so the budget does not span restarts"
+                        _deleted_and_made_again(deleted)
+                        if (deleted := _deleted_between(timeline, task, best, event)) is not None
+                        else "a restart reset the count, so the budget does not span restarts"
                         if event.attempt > best.attempt
                         else _went_back_within(timeline, event, task, iteration)
                     ),
-                    {best.seq: f"iteration {best.data['iteration']}", event.seq: f"iteration {iteration} (BACKWARDS)"},
+                    {best.seq: f"iteration {best.data['iteration']}", event.seq: f"iteration {iteration} (BACKWARDS)"}
+                    | ({} if deleted is None else {deleted.seq: "DELETED"}),
                 )
             )
             break
@@ -1563,7 +1632,7 @@ def recorded_work_not_redone(timeline: Timeline, tools: Mapping[str, ToolFlags] 
     answered: set[str] = set()
     #: The first durable save that answered each tool_use id, and when each call ran.
     first_answer: dict[str, int] = {}
-    calls: dict[tuple[str, str], list[int]] = defaultdict(list)
+    calls: dict[tuple[str, str], list[tuple[int, Any]]] = defaultdict(list)
     call_keys: dict[tuple[str, str], set[str]] = defaultdict(set)
     # The checkpoints the agent restarted or read again since their latest save: only in
     # those can a request repeat recorded work. Before that it still has what it saved,
@@ -1660,9 +1729,12 @@ def recorded_work_not_redone(timeline: Timeline, tools: Mapping[str, ToolFlags] 
         elif event.kind == "tool_call":
             call = (event.data["tool"], canonical(event.data["input"]))
             ids = asked.get(call, set())
-            ran = calls[call]
-            ran.append(event.seq)
             key = event.data.get("key")
+            calls[call].append((event.seq, key))
+            # A keyed call repeats the runs under its key only: an agent's own call with a
+            # key of its own (a compensation, a clean-up) that happens to have the input of
+            # an earlier call of the model's is not that call, even made again.
+            ran = [seq for seq, k in calls[call] if key is None or k == key]
             # A key no earlier run of the same call carried is a call of its own (an
             # outbox's second entry with the same input, dispatched before its answer was
             # saved), not a repeat; a repeat under a new key is an effect more than the

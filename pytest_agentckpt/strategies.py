@@ -37,6 +37,7 @@ from .faults import (  # noqa: E402
     FAULT_KINDS,
     FAULT_POINTS,
     OPT_IN_FAULT_KINDS,
+    STORE_DOWN_OPERATIONS,
     STORE_FAULT_KINDS,
     STREAM_FAULT_KINDS,
     ApiFault,
@@ -401,6 +402,12 @@ def fault_plans(
         branches.append(st.builds(StoreFault, st.just("store_outage"), st.just("save"), occurrence, span, delay))
     if "slow_store" in store:
         branches.append(st.builds(StoreFault, st.just("slow_store"), st.sampled_from(["save", "load"]), occurrence, span, delay))
+    if "store_down" in chosen:
+        # Opt-in: an outage longer than an agent's own retries, one more branch of the
+        # store faults drawn.
+        down = st.integers(*STORE_DOWN_OPERATIONS)
+        longer = st.builds(StoreFault, st.just("store_outage"), st.sampled_from(["save", "load"]), occurrence, down, delay)
+        branches = [longer, *branches] if branches else [longer]
     store_fault = st.one_of(branches) if branches else None
     # Built once, not at each draw (the same strategies, so the same draws): building and
     # validating them per example was a tenth of Hypothesis's share of a fuzz run.

@@ -6,6 +6,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+import anthropic
 import pytest
 
 import reference_agent
@@ -254,3 +255,33 @@ def test_a_rerun_failing_only_the_tests_assertions_without_agent_work_is_not_bla
     report = str(caught.value)
     assert "test_assertions" in report and "its assertions must hold on a rerun" in report
     assert "completed_idempotent" not in report
+
+
+def test_a_test_whose_agent_raises_while_the_api_stays_down_leaves_its_task_unfinished() -> None:
+    # The test checks that the agent lets the API's error out when every request is
+    # overloaded. Its task never completed: running it again asks the model again, which
+    # is no "completed task redone" (an outside round's false alarm).
+    doors: dict[str, Any] = {}
+
+    def setup() -> None:
+        api = FakeMessagesAPI(PlanModel(PLAN))
+        api.fail_next("overloaded", times=1000)
+        test.instrument_api(api)
+        doors.update(
+            client=api.client(max_retries=1),
+            store=test.instrument_store(open_store("memory://")),
+            tools=test.instrument_tools(toolbox()),
+        )
+
+    def call() -> None:
+        with pytest.raises(anthropic.APIStatusError):
+            reference_agent.run("t", "send it", retry_backoff=0.0, **doors)
+
+    test = ChaosTest("engine", call_body=call, setup=setup, teardown=doors.clear)
+    setup()
+    try:
+        stats = test.run()
+    finally:
+        test.close()
+    assert stats.failed == 0
+    assert "last request got no reply" in test.not_checkable["completed_idempotent"]

@@ -230,7 +230,7 @@ def test_a_cut_text_sent_back_as_a_prefill_is_continued() -> None:
 
 
 def test_max_tokens_is_opt_in() -> None:
-    assert sorted(OPT_IN_FAULT_KINDS) == ["api_outage", "max_tokens"] and "max_tokens" in FAULT_KINDS
+    assert sorted(OPT_IN_FAULT_KINDS) == ["api_outage", "max_tokens", "store_down"] and "max_tokens" in FAULT_KINDS
     assert "max_tokens" not in DEFAULT_FAULT_KINDS and "max_tokens" not in parse_fault_kinds(None)
     assert parse_fault_kinds(["max_tokens"]) == {"max_tokens"}
 

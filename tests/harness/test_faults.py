@@ -20,7 +20,7 @@ from pytest_agentckpt.faults import (
     StoreFault,
     instrument_toolbox,
 )
-from pytest_agentckpt.timeline import Event
+from pytest_agentckpt.timeline import Event, Timeline
 from reference_agent.scripted import Plan, Step, ToolCall
 from reference_agent.world import World
 from stores import Checkpoint, StoreUnavailableError, open_store
@@ -416,3 +416,25 @@ def test_a_save_without_the_history_where_the_harness_looks_is_shown_not_a_type_
     store.injector.timeline.start_attempt()
     store.save(Checkpoint(task_id="t1", artifacts={"session": "{}"}))
     assert store.injector.timeline.format().splitlines()[1].endswith("status running, history not found")
+
+
+def test_a_reply_is_numbered_by_its_own_request_when_another_workers_came_in_between() -> None:
+    # Two workers on one fake (takeover): A's request, then B's request and reply, then
+    # A's reply. A's reply was numbered by the last request (B's), so a request had two
+    # replies and another none in the timeline.
+    timeline = Timeline()
+    timeline.start_attempt()
+    injector = FaultInjector(FaultPlan(), timeline)
+    body = {"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "go"}]}
+
+    def reply(text: str) -> dict[str, Any]:
+        return {"id": f"msg_{text}", "type": "message", "role": "assistant", "stop_reason": "end_turn",
+                "content": [{"type": "text", "text": text}]}
+
+    injector.model_hook("request", 10, body)
+    injector.model_hook("request", 11, {**body, "messages": [{"role": "user", "content": "b"}]})
+    injector.model_hook("response", 11, reply("b"))
+    injector.model_hook("response", 10, reply("a"))
+    requests = [e.data["index"] for e in timeline.of("model_request")]
+    replies = {e.data["text"]: e.data["index"] for e in timeline.of("model_response")}
+    assert requests == [1, 2] and replies == {"b": 2, "a": 1}

@@ -105,3 +105,12 @@ def test_the_search_for_other_oracles_is_reproducible_and_adds_no_explain_notes(
     # Hypothesis's explain phase does not run: its notes name lines of the harness itself.
     notes = "\n".join(getattr(failures[0], "__notes__", []))
     assert "Explanation:" not in notes and "run by failing test cases" not in notes
+
+
+def test_a_report_shrunk_further_than_hypothesis_does_not_show_hypothesiss_larger_example() -> None:
+    run = importlib.import_module("tests.buggy_agents.checkpoint_after_result").run
+    with pytest.raises(OracleFailure) as caught:
+        fuzz(run, toolbox(), seed=1, max_examples=50, database=InMemoryExampleDatabase())
+    assert "agentckpt shrank this example further than Hypothesis did" in str(caught.value)
+    notes = "\n".join(getattr(caught.value, "__notes__", []))
+    assert "Failing test case" not in notes and "Falsifying example" not in notes

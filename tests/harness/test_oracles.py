@@ -185,6 +185,30 @@ def test_the_same_tool_use_id_in_two_conversations_is_two_requests_of_the_model(
     assert "asked for it 1 time" in violations[0].message
 
 
+def test_a_second_conversation_getting_a_call_under_a_fresh_id_is_not_the_first_asked_again() -> None:
+    # Two parts of one task (each its own conversation and checkpoint) with the same plan:
+    # the scripted model gives the second the call under a fresh id (t1_g1), as it does a
+    # history sent again. The agent ran both, then crashed before saving their outcomes and
+    # ran both again on resume: the report must not say that the model was asked again.
+    def ask(index: int, goal: str, tool_use_id: str) -> list[tuple[str, dict[str, Any]]]:
+        request = {"index": index, "messages": [{"role": "user", "content": goal}]}
+        uses = [(tool_use_id, "send", {"to": "a"})]
+        return [("model_request", request), ("model_response", {"index": index, "status": 200, "tool_uses": uses})]
+
+    def save(task: str) -> tuple[str, dict[str, Any]]:
+        return ("store_save", {**_save([GOAL])[1], "task_id": task})
+
+    timeline = _timeline(
+        save("t/eu"), *ask(1, "bill eu", "toolu_s0c0a0"), save("t/us"), *ask(2, "bill us", "toolu_s0c0a0_g1"),
+        _effect(), ("crash", {"point": "before_tool_effect", "occurrence": 2}),
+        ("attempt", {}), _effect(), _effect(),
+    )
+    [violation], _ = no_duplicate_effect(timeline, _baseline({SEND: 2}), FLAGS, completed=True)
+    assert "model asked for it 2 time(s)" in violation.message
+    assert "more often than the 2 times the model asked for it" in violation.message
+    assert "under a new tool_use id" not in violation.message and "asked for once" not in violation.message
+
+
 def test_the_same_repeat_is_the_agents_bug_when_a_durable_write_recorded_the_effect_first() -> None:
     timeline = _timeline(
         _response(("t1", "send", {"to": "a"})),
@@ -634,6 +658,26 @@ def test_an_outbox_entry_with_the_same_input_as_an_earlier_one_is_its_own_call_w
     assert "runs again though checkpoint version" in violation.message
 
 
+def test_an_agents_own_keyed_call_with_a_recorded_calls_input_is_not_that_call_redone() -> None:
+    # A saga: the model's refund (t1, key k-t1) ran and its result was saved; later the
+    # agent compensates with a refund of its own, the same input under its own key, and
+    # crashes before its effect; the resume makes the compensation again under its key.
+    def run(second_key: str) -> Timeline:
+        return _timeline(
+            _response(("t1", "send", {"to": "a"})),
+            ("tool_call", {"tool": "send", "input": {"to": "a"}, "key": "k-t1"}),
+            _save([GOAL, USE, RESULT]),
+            ("tool_call", {"tool": "send", "input": {"to": "a"}, "key": "k-comp"}),
+            ("attempt", {}),
+            ("tool_call", {"tool": "send", "input": {"to": "a"}, "key": second_key}),
+        )
+
+    assert recorded_work_not_redone(run("k-comp")) == []
+    # The model's own call again under its key is the recorded work, made again.
+    [violation] = recorded_work_not_redone(run("k-t1"))
+    assert "runs again though checkpoint version" in violation.message
+
+
 def test_completed_idempotent_fails_on_any_model_or_tool_call_after_completion() -> None:
     rerun = _timeline(("model_request", {"index": 9, "messages": [GOAL]})).events
     [violation] = completed_idempotent(rerun, "done", "done")
@@ -666,3 +710,38 @@ def test_a_draft_saved_while_its_reply_was_streaming_is_not_a_recorded_reply() -
     later = _timeline(request, streaming, _save([GOAL, USE, RESULT]), ("attempt", {}),
                       ("model_request", {"index": 2, "messages": [GOAL]}))
     assert len(recorded_work_not_redone(later)) == 1
+
+
+def test_a_checkpoint_deleted_and_saved_again_from_nothing_is_named_so_not_a_reset_count() -> None:
+    # A step retried from a clean slate: its checkpoint deleted, then made again. The count
+    # went back because the work was done again, not because a restart reset a counter.
+    def save(iteration: int, version: int) -> tuple[str, dict[str, Any]]:
+        return ("store_save", {**_save([GOAL], iteration=iteration, version=version)[1], "task_id": "t/step-0"})
+
+    deleted = _timeline(save(0, 1), save(1, 2), ("store_delete", {"task_id": "t/step-0"}), save(0, 1))
+    [violation] = iteration_monotone(deleted)
+    assert "the agent deleted this checkpoint (attempt 1) and then saved it again from nothing" in violation.message
+    assert "DELETED" in violation.marks.values()
+    # Without the delete, across a restart: the count was reset.
+    reset = _timeline(save(0, 1), save(1, 2), ("attempt", {}), save(0, 3))
+    [violation] = iteration_monotone(reset)
+    assert "a restart reset the count" in violation.message
+
+
+def test_a_call_asked_again_after_the_agent_deleted_the_checkpoint_holding_it_is_named_so() -> None:
+    use = {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_s0c0a0", "name": "send", "input": {"to": "a"}}]}
+
+    def ask(index: int, tool_use_id: str) -> list[tuple[str, dict[str, Any]]]:
+        request = {"index": index, "messages": [GOAL]}
+        uses = [(tool_use_id, "send", {"to": "a"})]
+        return [("model_request", request), ("model_response", {"index": index, "status": 200, "tool_uses": uses})]
+
+    timeline = _timeline(
+        ("store_load", {"found": False, "task_id": "t/step-0"}),
+        *ask(1, "toolu_s0c0a0"), ("store_save", {**_save([GOAL, use])[1], "task_id": "t/step-0"}), _effect(),
+        ("store_delete", {"task_id": "t/step-0"}),
+        *ask(2, "toolu_s0c0a0_g1"), _effect(),
+    )
+    [violation], _ = no_duplicate_effect(timeline, _baseline({SEND: 1}), FLAGS, completed=True)
+    assert "deleted that checkpoint and began again from nothing" in violation.message
+    assert "resume went on from a checkpoint without it" not in violation.message

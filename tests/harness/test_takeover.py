@@ -11,13 +11,22 @@ import collections
 import functools
 import logging
 import threading
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 import reference_agent
-from pytest_agentckpt import NotCheckableWarning, Plan, Step, TakeoverFailure, ToolCall, takeover
+from pytest_agentckpt import (
+    NotCheckableWarning,
+    Plan,
+    Step,
+    TakeoverFailure,
+    ToolCall,
+    UnsafeToolWarning,
+    takeover,
+)
 from tests.buggy_agents import common_design, overwrite_on_conflict
 from tests.buggy_agents._loop import Bugs, make_agent
 from tests.harness.toolkit import search, toolbox
@@ -57,7 +66,8 @@ def _failing(failure: pytest.ExceptionInfo[TakeoverFailure]) -> dict[str, str]:
 
 
 def test_the_reference_agent_survives_a_takeover_at_every_point() -> None:
-    stats = takeover(REFERENCE, toolbox(), plans=[PLAN])
+    with pytest.warns(UnsafeToolWarning, match="send_email"):  # unkeyed: see below
+        stats = takeover(REFERENCE, toolbox(), plans=[PLAN])
     assert stats.failed == 0 and stats.plans == 1
     # Every point of the crash-free run, each met by worker A in its own run.
     assert stats.points == stats.passed >= 25 and stats.unreached == 0
@@ -197,3 +207,50 @@ def test_bad_arguments_are_refused_with_what_to_do() -> None:
     never_done = make_agent(Bugs(), max_iterations=1)
     with pytest.raises(ValueError, match="does not complete the plan without faults"):
         takeover(never_done, toolbox(), plans=[PLAN])
+
+
+class _Upserting:
+    """A store wrapper that saves every checkpoint over whatever is stored (it learns the
+    version from a load just before): an upsert, without compare-and-set."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def save(self, checkpoint: Any) -> Any:
+        current = self._store.load(checkpoint.task_id)
+        version = 0 if current is None else current.version
+        return self._store.save(checkpoint.model_copy(update={"version": version}))
+
+
+def _upserting_reference(task_id: str, goal: str, *, client: Any, store: Any, tools: Any) -> str:
+    return REFERENCE(task_id, goal, client=client, store=_Upserting(store), tools=tools)
+
+
+def test_a_lost_update_without_any_conflict_is_blamed_on_the_version_not_on_a_conflict() -> None:
+    # A never met a ConflictError (its saves take the version from a fresh load): the
+    # advice about what to do on a ConflictError would be advice for a case it never met.
+    with pytest.raises(TakeoverFailure) as caught:
+        takeover(_upserting_reference, toolbox(), plans=[PLAN])
+    report = str(caught.value)
+    assert "no_lost_update" in set(_failing(caught).values())
+    assert "A never met a ConflictError" in report and "Save with the version you hold" in report
+    assert "On a ConflictError the task belongs to another worker" not in report
+
+
+def test_an_unkeyed_effect_both_workers_make_is_reported_as_an_unsafe_tool() -> None:
+    # A held between its intent and its e-mail wakes up and sends it, after B answered the
+    # call "outcome unknown" and the model asked for it again: no agent can avoid that, so
+    # it is no failure, but takeover says so, as fuzz does, rather than nothing.
+    email = Plan((Step((ToolCall("send_email", {"to": "ann"}),)),), "sent")
+    with pytest.warns(UnsafeToolWarning, match="tool 'send_email' made its effect") as caught:
+        stats = takeover(REFERENCE, toolbox(), plans=[email])
+    assert stats.failed == 0
+    assert "crash-free: 1" in str(caught[0].message)
+    # A keyed tool's repeats are dropped by its key: nothing to report.
+    keyed = Plan((Step((ToolCall("write_record", {"key": "a"}),)),), "written")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnsafeToolWarning)
+        takeover(REFERENCE, toolbox(), plans=[keyed])
