@@ -214,6 +214,8 @@ class SQLiteStore:
                 f"SQLite URL {redact_url(url)!r} names no file; use sqlite:///relative/path.db or "
                 "sqlite:////absolute/path.db (use memory:// for an in-process store)"
             )
+        if create:
+            _refuse_absolute_meant(url, path)
         params = query_params(parts, url)
         check_params("SQLite", url, params, ["busy_timeout", "synchronous", "ttl"])
         try:
@@ -742,3 +744,24 @@ def _describe_indexes(indexes: list[int]) -> str:
     if len(indexes) <= 8:
         return ", ".join(str(i) for i in indexes)
     return f"{len(indexes)} rows from {indexes[0]} to {indexes[-1]}"
+
+
+def _refuse_absolute_meant(url: str, path: str) -> None:
+    """Refuse ``sqlite:///tmp/x.db`` when ``/tmp`` exists and ``./tmp`` does not.
+
+    Three slashes make a path relative to the working directory; a URL written with an
+    absolute path in mind would create a tree of directories there, and a run started
+    elsewhere would not find the checkpoints (and start its tasks over).
+    """
+    relative = Path(path)
+    if relative.is_absolute() or relative.parent.exists() or len(relative.parts) < 2:
+        return
+    first = relative.parts[0]
+    if Path(first).exists() or not (Path("/") / first).is_dir():
+        return
+    raise InvalidStoreURLError(
+        f"SQLite URL {redact_url(url)!r} names {path}, relative to the working directory "
+        f"({Path.cwd()}), which has no {first}/ while /{first} exists. For the absolute path "
+        f"use four slashes: sqlite:////{path}. To keep it relative, create {first}/ in the "
+        "working directory first. Nothing was created"
+    )

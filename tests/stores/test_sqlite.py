@@ -22,6 +22,7 @@ from stores import (
     CorruptCheckpointError,
     InvalidStoreURLError,
     InvalidTaskIdError,
+    StoreNotFoundError,
     StoreUnavailableError,
     open_store,
 )
@@ -70,6 +71,28 @@ def test_relative_url_is_relative_to_the_working_directory(
     finally:
         store.close()
     assert (tmp_path / "sub" / "dir" / "c.db").is_file()
+
+
+def test_three_slashes_before_a_root_directory_name_is_refused_as_an_absolute_path_meant(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # sqlite:///tmp/x.db is tmp/x.db under the working directory: written with /tmp in
+    # mind, it made a tree of directories here, and a run started elsewhere lost the task.
+    root_dir = next(p.name for p in Path("/").iterdir() if p.is_dir() and not p.is_symlink())
+    monkeypatch.chdir(tmp_path)
+    url = f"sqlite:///{root_dir}/agent/c.db"
+    with pytest.raises(InvalidStoreURLError, match=f"use four slashes: sqlite:////{root_dir}/agent/c.db"):
+        open_store(url)
+    assert list(tmp_path.iterdir()) == []  # nothing was created
+    (tmp_path / root_dir).mkdir()  # the relative path, meant: its first directory exists
+    store = open_store(url)
+    try:
+        store.save(Checkpoint(task_id="t"))
+    finally:
+        store.close()
+    assert (tmp_path / root_dir / "agent" / "c.db").is_file()
+    with pytest.raises(StoreNotFoundError):  # create=False keeps its own error
+        open_store(f"sqlite:///{root_dir}x/c.db", create=False)
 
 
 def test_absolute_url_uses_four_slashes(tmp_path: Path) -> None:
