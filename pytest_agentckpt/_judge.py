@@ -408,8 +408,12 @@ def _replay_args(executor: _Executor, budget: int | None) -> str:
         args += f", goal={goal!r}"
     if ignored:
         args += f", ignore_oracles={sorted(ignored)!r}"
-    if getattr(executor, "history", None) is not None:
-        args += ", history=<the history= function given to fuzz>"
+    history = getattr(executor, "history", None)
+    if history is not None:
+        # Its name, as ``run`` and ``tools`` are named: in scope where the test calls fuzz.
+        name = getattr(history, "__qualname__", "")
+        usable = bool(name) and all(part.isidentifier() for part in name.split("."))
+        args += f", history={name}" if usable else ", history=<the history= function given to fuzz>"
     return args
 
 

@@ -114,3 +114,16 @@ def test_a_report_shrunk_further_than_hypothesis_does_not_show_hypothesiss_large
     assert "agentckpt shrank this example further than Hypothesis did" in str(caught.value)
     notes = "\n".join(getattr(caught.value, "__notes__", []))
     assert "Failing test case" not in notes and "Falsifying example" not in notes
+
+
+def test_the_replay_line_names_the_history_function_as_it_names_run_and_tools() -> None:
+    from types import SimpleNamespace
+
+    from pytest_agentckpt._judge import _replay_args
+    from tests.zoo.designs import fold_history
+
+    named = SimpleNamespace(goal="Carry out the task.", ignore_oracles=frozenset(), history=fold_history)
+    assert _replay_args(named, None) == ", history=fold_history"  # type: ignore[arg-type]
+    # A lambda or a nested function has no name to paste: the placeholder says what goes there.
+    unnamed = SimpleNamespace(goal="Carry out the task.", ignore_oracles=frozenset(), history=lambda cp: None)
+    assert _replay_args(unnamed, 3) == ", budget=3, history=<the history= function given to fuzz>"  # type: ignore[arg-type]
