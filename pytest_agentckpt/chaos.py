@@ -24,6 +24,7 @@ import textwrap
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import CodeType
 from typing import TYPE_CHECKING, Any
 
 from ._totals import Totals
@@ -211,12 +212,14 @@ def _describe_exception(exc: BaseException, *, lines: int = 1) -> str:
 
 #: The report's hint when only the test's own assertions failed.
 FRAGILE_ASSERTIONS = (
-    "  only the test's own assertions failed: the oracles found nothing wrong at these points. A "
-    "resume legitimately asks the model again, repeats read-only tool calls, and gives a call the "
-    "model is asked for again a new tool_use id (ending _g1): an assertion on how many model calls "
-    "or read-only calls were made, or on exact ids, breaks under chaos without a bug. Assert on "
-    "outcomes (the effects your tools had, the answer), or keep the test out of chaos mode with "
-    "@pytest.mark.agentckpt_chaos(False)."
+    "  only the test's own assertions failed: the oracles found nothing wrong at these points. "
+    "Either your assertion sees a bug no oracle judges (the value a repeat-safe tool left: a write "
+    "re-run after a later write to the same place leaves the older one; read the timeline), or it "
+    "checks what a resume may change: a resume legitimately asks the model again, repeats "
+    "read-only tool calls, and gives a call the model is asked for again a new tool_use id "
+    "(ending _g1), so an assertion on how many model calls or read-only calls were made, or on "
+    "exact ids, breaks under chaos without a bug. Assert on outcomes (the effects your tools had, "
+    "the answer), or keep the test out of chaos mode with @pytest.mark.agentckpt_chaos(False)."
 )
 
 #: A test whose assertions fail when it runs again on the store it left, though the agent
@@ -266,6 +269,7 @@ class ChaosTest:
         seed: int = 0,
         reproduce: str = "",
         ignore_oracles: Iterable[str] = (),
+        test_code: CodeType | None = None,
     ) -> None:
         if max_resumes < 0:
             raise ValueError(f"max_resumes must be >= 0, not {max_resumes}")
@@ -281,6 +285,9 @@ class ChaosTest:
         self.reproduce = reproduce
         #: Oracles not judged (a design known to break one, such as a delete on success).
         self.ignored = frozenset(ignore_oracles)
+        #: The test function's code: an exception raised in its own frame (a ``KeyError``
+        #: of its check) once the run's checkpoints are saved completed is its verdict.
+        self.test_code = test_code
         self.flags: dict[str, ToolFlags] = {}
         self.stats = ChaosStats()
         self.doors: set[str] = set()
@@ -442,7 +449,9 @@ class ChaosTest:
                     timeline.add("attempt_end", outcome="crash", detail=_describe_exception(exc))
                     continue
                 detail = _describe_exception(exc)
-                if _test_failed(exc):
+                if _test_failed(exc) or (self._raised_by_test(exc) and _saved_completed(timeline)):
+                    # An assertion, or the test's own code after its agent finished (a
+                    # check that raises KeyError on a lost effect): not the agent raising.
                     timeline.add("attempt_end", outcome="test failed", detail=detail)
                     failure = f"the test failed after the crash: {_describe_exception(exc, lines=40)}"
                     break
@@ -539,7 +548,7 @@ class ChaosTest:
             detail = _describe_exception(exc)
             timeline.add("attempt_end", outcome="error", detail=detail)
             worked = any(e.kind in ("model_request", "tool_call") for e in timeline.events[start:])
-            if _test_failed(exc) and not worked:
+            if (_test_failed(exc) or self._raised_by_test(exc)) and not worked:
                 result.violations.append(Violation("test_assertions", f"{RERUN_ASSERTIONS} ({detail})"))
             else:
                 result.violations.append(
@@ -548,6 +557,15 @@ class ChaosTest:
         else:
             timeline.add("attempt_end", outcome="answer", detail="the test body passed")
         result.violations += completed_idempotent(timeline.events[start:], None, None)
+
+    def _raised_by_test(self, exc: BaseException) -> bool:
+        """Whether ``exc`` was raised in the test function's own frame, not below it."""
+        tb = exc.__traceback__
+        if self.test_code is None or tb is None:
+            return False
+        while tb.tb_next is not None:
+            tb = tb.tb_next
+        return tb.tb_frame.f_code is self.test_code
 
     @staticmethod
     def _sequence_violations(main: Timeline) -> list[Violation]:

@@ -378,18 +378,23 @@ def fault_plans(
     if crash is not None and (from_end if fractions is None else fractions):
         # Thousandths of the run: as fine as any run here has points, and uniform.
         crash = st.one_of(crash, st.integers(1, 1000).map(lambda n: n / 1000))
-    # A named ``api_outage`` (opt-in) is half of the API faults drawn: one kind in eight or
-    # nine found an agent that gives up on the model once in five seeds of 100 examples.
-    outage = "api_outage" in api and len(api) > 1
-    if outage:
-        api = [k for k in api if k != "api_outage"]
-    stream = [k for k in api if k in STREAM_FAULT_KINDS]
-    whole = [k for k in api if k not in STREAM_FAULT_KINDS]
-    api_kind = st.sampled_from(api) if api else None
+    # A named opt-in API kind (``api_outage``, ``max_tokens``) is half of the API faults
+    # drawn: one kind in eight or nine found an agent that gives up on the model once in
+    # five seeds of 100 examples, and missed a cut final answer in two seeds of three at 300.
+    api_kinds: list[str] = list(api)
+    named = [k for k in ("api_outage", "max_tokens") if k in api_kinds]
+    rest = [k for k in api_kinds if k not in named]
+    if not rest:
+        # Only opt-in kinds: the outage is half of them, the rest is the other one.
+        named, rest = (["api_outage"], ["max_tokens"]) if len(named) == 2 else ([], api_kinds)
+    outage = bool(named)
+    stream = [k for k in rest if k in STREAM_FAULT_KINDS]
+    whole = [k for k in rest if k not in STREAM_FAULT_KINDS]
+    api_kind = st.sampled_from(rest) if rest else None
     if streamed and stream and whole:
         api_kind = st.one_of(st.sampled_from(stream), st.sampled_from(whole))
     if outage and api_kind is not None:
-        api_kind = st.one_of(st.just("api_outage"), api_kind)
+        api_kind = st.one_of(st.just(named[0]) if len(named) == 1 else st.sampled_from(named), api_kind)
     api_fault = st.builds(ApiFault, api_kind, occurrence) if api_kind is not None else None
     # A load happens once per attempt: 2 and 3 are the loads of the first resumes, the
     # interesting ones (sampled, not integers(), so they are drawn as often as 1). An

@@ -239,6 +239,28 @@ def test_a_lost_action_the_tests_own_assertion_caught_is_named_not_called_a_frag
     assert "the oracles found nothing wrong" not in str(caught.value)
 
 
+def test_a_check_of_the_test_that_raises_after_its_agent_finished_is_its_verdict_not_the_agent_raising() -> None:
+    # An outside round's test read its effects with world.LOG["t1"]: a lost effect made it
+    # a KeyError, taken for the agent raising, resumed three times and reported as
+    # "did not pass after 3 resume(s)", which hid the lost action the oracle names.
+    def body(doors: dict[str, Any], test: ChaosTest) -> None:
+        reference_agent.run("t", "send it", retry_backoff=0.0, **doors)
+        sent = {"ann": 1} if test.world.count("send_email", {"to": "ann"}) else {}
+        assert sent["ann"] == 1  # a KeyError, not an AssertionError, when the e-mail was lost
+
+    test = _experiment(store=_completes_before_its_effect, body=body, test_code=body.__code__)
+    try:
+        with pytest.raises(ChaosFailure) as caught:
+            test.run()
+    finally:
+        test.close()
+    lost = [r for r in caught.value.failures if r.violations[0].oracle == "no_duplicate_effect"]
+    assert lost and "an action was lost" in lost[0].violations[0].message
+    assert all(r.resumes == 1 for r in lost)  # the resume after the crash, not three
+    report = str(caught.value)
+    assert "resumes_to_completion" not in report and "KeyError" in report
+
+
 def test_a_rerun_failing_only_the_tests_assertions_without_agent_work_is_not_blamed_on_the_agent() -> None:
     answers: list[str] = []
 
