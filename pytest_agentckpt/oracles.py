@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -226,6 +227,9 @@ def _rule_broken(error: str, messages: Any = None) -> str:
         "unexpected `tool_use_id`" in error and _answers_server_use(error, messages)
     ):
         return _SERVER_RULE
+    empty_user = _empty_user_turn(error, messages)
+    if empty_user is not None:
+        return empty_user
     if "prefill" in error or "non-empty content" in error:
         return (
             "a history ends with a user message and no message is empty; the one exception "
@@ -251,6 +255,37 @@ def _rule_broken(error: str, messages: Any = None) -> str:
     if "Input should be 'user' or 'assistant'" in error or "Field required" in error:
         return "each message has a role, user or assistant, and content"
     return "every tool_use needs exactly one tool_result, first in the next user message"
+
+
+def _empty_user_turn(error: str, messages: Any) -> str | None:
+    """The rule, when the empty message an error names is a user turn: after calls, the
+    turn that was to carry their results."""
+    match = re.match(r"messages\.(\d+): all messages must have non-empty content", error)
+    if match is None or not isinstance(messages, list) or int(match[1]) >= len(messages):
+        return None
+    index = int(match[1])
+    message = messages[index]
+    if not isinstance(message, Mapping) or message.get("role") != "user":
+        return None
+    before = messages[index - 1] if index else None
+    content = before.get("content") if isinstance(before, Mapping) else None
+    ids = [
+        str(block.get("id"))
+        for block in (content if isinstance(content, list) else ())
+        if isinstance(block, Mapping) and block.get("type") == "tool_use"
+    ]
+    if not ids:
+        return (
+            f"no message is empty: messages.{index} is a user turn with no content; send a user "
+            "turn only with something in it"
+        )
+    return (
+        f"every tool_use needs exactly one tool_result, first in the next user message: "
+        f"messages.{index} is that user turn, and it came with no content, so the call(s) "
+        f"{', '.join(ids)} of messages.{index - 1} went unanswered. Build the turn from the "
+        "results the checkpoint holds (each call's recorded outcome), save those results "
+        "before the turn is sent, and settle any call whose result is missing"
+    )
 
 
 _SERVER_USES = frozenset({"server_tool_use", "mcp_tool_use"})
@@ -626,30 +661,39 @@ def _replies_by_conversation(timeline: Timeline) -> Iterator[tuple[Event, tuple[
             yield event, conversation.get(event.data.get("index"), (task, ""))
 
 
-def _reasked(timeline: Timeline) -> set[tuple[str, str]]:
+def _reasked(timeline: Timeline) -> dict[tuple[str, str], tuple[set[str], set[int]]]:
     """The calls a scripted model's reply asked for again, under fresh ids, because the
-    agent sent the same history again (it had lost the reply that asked first).
+    agent sent the same history again (it had lost the reply that asked first): for each,
+    the ids its conversation had got the call under before, and the attempts that asked
+    again.
 
     A scripted model gives a fresh id to a call of any history it answered before; only
     one sent again in the conversation that got the call first is asked again: the same
     first message, and the same checkpoint or a later attempt (a resume that looks under
     another task id). Another conversation (a part of the task with a goal of its own, a
-    second sub-task alike running beside the first) is asked for the first time.
+    second sub-task alike running beside the first) is asked for the first time, under a
+    fresh id all the same: that id is its first, and a later one in it is asked again.
     """
     from reference_agent.scripted import first_issue
 
-    issued: dict[str, list[tuple[Any, str, int]]] = defaultdict(list)
-    again: set[tuple[str, str]] = set()
+    issued: dict[str, list[tuple[Any, str, int, str]]] = defaultdict(list)
+    again: dict[tuple[str, str], tuple[set[str], set[int]]] = {}
     for event, (task, opening) in _replies_by_conversation(timeline):
         for tool_use_id, name, tool_input in event.data.get("tool_uses", ()):
-            first = first_issue(str(tool_use_id))
-            if first == str(tool_use_id):
-                issued[first].append((task, opening, event.attempt))
-            elif not issued.get(first) or any(
-                opened == opening and (where == task or attempt < event.attempt)
-                for where, opened, attempt in issued[first]
-            ):
-                again.add((name, canonical(tool_input)))
+            use = str(tool_use_id)
+            first = first_issue(use)
+            if first != use:
+                earlier = issued.get(first, [])
+                prior = {
+                    issued_id
+                    for where, opened, attempt, issued_id in earlier
+                    if opened == opening and (where == task or attempt < event.attempt)
+                }
+                if prior or not earlier:
+                    ids, attempts = again.setdefault((name, canonical(tool_input)), (set(), set()))
+                    ids.update(prior or {first})
+                    attempts.add(event.attempt)
+            issued[first].append((task, opening, event.attempt, use))
     return again
 
 
@@ -724,18 +768,12 @@ def _reasked_reply(timeline: Timeline, call: tuple[str, str]) -> str | None:
     since, ``"other_task"`` when the attempts that asked again
     found nothing under the other task ids they loaded (never the one it was saved under), ``"unsaved"`` when none had, ``"not_in_store"`` when the
     agent saved nothing through the store, ``None`` if never asked again."""
-    from reference_agent.scripted import first_issue
-
-    if call not in _reasked(timeline):
+    found = _reasked(timeline).get(call)
+    if found is None:
         return None
-    first: set[str] = set()
-    reasking: set[int] = set()  # the attempts that asked again
-    for event in timeline.of("model_response"):
-        for tool_use_id, name, tool_input in event.data.get("tool_uses", ()):
-            if (name, canonical(tool_input)) == call:
-                first.add(first_issue(str(tool_use_id)))
-                if first_issue(str(tool_use_id)) != str(tool_use_id):
-                    reasking.add(event.attempt)
+    # The ids the conversation that asked again had got the call under before, and the
+    # attempts that asked again.
+    first, reasking = found
     for save in timeline.of("store_save"):
         for message in save.data.get("messages") or ():
             content = message.get("content") if isinstance(message, Mapping) else None

@@ -145,4 +145,4 @@ def test_an_agent_thread_that_uses_random_between_examples_is_no_strategy_warnin
     finally:
         stop.set()
         thread.join(5)
-    assert not [w for w in seen if issubclass(w.category, HypothesisDeprecationWarning)]
+    assert not [str(w.message) for w in seen if issubclass(w.category, HypothesisDeprecationWarning)]

@@ -87,6 +87,19 @@ def test_valid_sequence_names_the_rule_a_history_that_starts_with_the_assistant_
     assert "every tool_use needs exactly one tool_result" not in violation.message
 
 
+def test_valid_sequence_names_the_unanswered_calls_of_an_empty_user_turn_not_a_paused_reply() -> None:
+    # An outside round's agent dropped its settled results and sent "user: []" after the
+    # calls: the advice was about pause_turn and prefills, which had nothing to do with it.
+    empty = {"role": "user", "content": []}
+    bad = _timeline(("model_request", {"index": 1, "messages": [GOAL, USE, empty]}))
+    [violation] = valid_sequence(bad, validate_messages, error_type=InvalidHistoryError)
+    assert "the call(s) t1 of messages.1 went unanswered" in violation.message
+    assert "pause_turn" not in violation.message
+    alone = _timeline(("model_request", {"index": 1, "messages": [GOAL, ANSWER, empty]}))
+    [violation] = valid_sequence(alone, validate_messages, error_type=InvalidHistoryError)
+    assert "messages.2 is a user turn with no content" in violation.message
+
+
 def test_valid_sequence_marks_the_checkpoint_the_invalid_request_was_loaded_from() -> None:
     # A long timeline's excerpt keeps marked lines: the save that wrote the loaded history
     # (made after the reply, before its tools ran) is where the failure comes from.
@@ -745,3 +758,39 @@ def test_a_call_asked_again_after_the_agent_deleted_the_checkpoint_holding_it_is
     [violation], _ = no_duplicate_effect(timeline, _baseline({SEND: 1}), FLAGS, completed=True)
     assert "deleted that checkpoint and began again from nothing" in violation.message
     assert "resume went on from a checkpoint without it" not in violation.message
+
+
+def test_a_call_asked_again_in_a_second_conversation_after_its_checkpoint_was_deleted_is_named_so() -> None:
+    # An outside round's plan-and-execute agent: item 1 and item 2 each ask for the same
+    # call (item 2 under a fresh id, as the model gives a call it issued before); item 2's
+    # checkpoint is deleted and made again, and the model asked again. The diagnosis was
+    # "derive the key from what a resume sees again", about keys that were derived so.
+    item = {"role": "user", "content": "item 2"}
+
+    def ask(index: int, opening: dict[str, Any], tool_use_id: str) -> list[tuple[str, dict[str, Any]]]:
+        uses = [(tool_use_id, "put", {"to": "a"})]
+        return [
+            ("model_request", {"index": index, "messages": [opening]}),
+            ("model_response", {"index": index, "status": 200, "tool_uses": uses}),
+        ]
+
+    def held(tool_use_id: str) -> dict[str, Any]:
+        return {"role": "assistant", "content": [{"type": "tool_use", "id": tool_use_id, "name": "put", "input": {"to": "a"}}]}
+
+    def put(key: str) -> tuple[str, dict[str, Any]]:
+        return ("effect", {"tool": "put", "input": {"to": "a"}, "key": key})
+
+    timeline = _timeline(
+        ("store_load", {"found": False, "task_id": "t/item-1"}),
+        *ask(1, GOAL, "toolu_s0c0a0"), ("store_save", {**_save([GOAL, held("toolu_s0c0a0")])[1], "task_id": "t/item-1"}),
+        put("t/item-1.toolu_s0c0a0"),
+        ("store_load", {"found": False, "task_id": "t/item-2"}),
+        *ask(2, item, "toolu_s0c0a0_g1"), ("store_save", {**_save([item, held("toolu_s0c0a0_g1")])[1], "task_id": "t/item-2"}),
+        put("t/item-2.toolu_s0c0a0_g1"),
+        ("store_delete", {"task_id": "t/item-2"}),
+        ("store_load", {"found": False, "task_id": "t/item-2"}),
+        *ask(3, item, "toolu_s0c0a0_g2"), put("t/item-2.toolu_s0c0a0_g2"),
+    )
+    [violation], _ = no_duplicate_effect(timeline, _baseline({("put", '{"to":"a"}'): 2}), FLAGS, completed=True)
+    assert "deleted the checkpoint that held it and began again from nothing" in violation.message
+    assert "never from the attempt" not in violation.message
