@@ -995,11 +995,28 @@ def _lost(
     if cut is not None and not answered:
         # A reply cut by the token limit: its last call may be partial, and an agent (or its
         # framework) that drops that call and runs the rest never asks for it again.
+        partial = next(
+            (
+                e
+                for e in timeline.of("tool_call")
+                if e.seq > cut.seq
+                and e.attempt == cut.attempt
+                and e.data.get("tool") == tool
+                and canonical(e.data.get("input")) != raw_input
+            ),
+            None,
+        )
+        did = (
+            f"the agent ran the cut call with the input it had ({_short(partial.data.get('input'))}), "
+            "and went on as if the turn were whole: the call the model meant was never made"
+            if partial is not None
+            else "an agent that drops a cut reply's calls, or only its last, and goes on as if "
+            "the turn were whole loses them"
+        )
         answered = (
-            f"A reply was cut by max_tokens (request #{cut.data.get('index')}): an agent that "
-            "drops a cut reply's calls, or only its last, and goes on as if the turn were whole "
-            "loses them. Run none of a cut reply's calls; ask again (say the reply was cut off), "
-            "so the model repeats the call in full."
+            f"A reply was cut by max_tokens (request #{cut.data.get('index')}): {did}. Run none "
+            "of a cut reply's calls; ask again (say the reply was cut off), so the model "
+            "repeats the call in full."
         )
     return Violation(
         "no_duplicate_effect",

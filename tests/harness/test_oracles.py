@@ -794,3 +794,24 @@ def test_a_call_asked_again_in_a_second_conversation_after_its_checkpoint_was_de
     [violation], _ = no_duplicate_effect(timeline, _baseline({("put", '{"to":"a"}'): 2}), FLAGS, completed=True)
     assert "deleted the checkpoint that held it and began again from nothing" in violation.message
     assert "never from the attempt" not in violation.message
+
+
+def test_a_cut_call_run_with_its_partial_input_is_told_so_not_called_dropped() -> None:
+    # An outside round's twin ran the call of a reply cut by max_tokens (its last argument
+    # missing, so the tool refused it) and went on: the report said it "drops" such calls.
+    timeline = _timeline(
+        ("model_request", {"index": 1, "messages": [GOAL]}),
+        ("api_fault", {"fault": "max_tokens", "index": 1}),
+        ("model_response", {"index": 1, "status": 200, "tool_uses": [("t1", "send", {})]}),
+        ("tool_call", {"tool": "send", "input": {}, "key": None}),
+    )
+    [violation], _ = no_duplicate_effect(timeline, _baseline({SEND: 1}), FLAGS, completed=True)
+    assert "the agent ran the cut call with the input it had ({})" in violation.message
+    assert "drops a cut reply's calls" not in violation.message
+    dropped = _timeline(
+        ("model_request", {"index": 1, "messages": [GOAL]}),
+        ("api_fault", {"fault": "max_tokens", "index": 1}),
+        ("model_response", {"index": 1, "status": 200, "tool_uses": [("t1", "send", {})]}),
+    )
+    [violation], _ = no_duplicate_effect(dropped, _baseline({SEND: 1}), FLAGS, completed=True)
+    assert "drops a cut reply's calls" in violation.message
