@@ -36,6 +36,7 @@ import copy
 import functools
 import hashlib
 import json
+import math
 import re
 import sys
 import threading
@@ -70,6 +71,7 @@ from .scripted import (
     PlanModel,
     ScriptedModel,
     interleaved_thinking,
+    limited_reply,
     max_tokens_reply,
     signature_matches,
 )
@@ -108,7 +110,8 @@ FAKE_API_KEY = "sk-ant-offline-fake"
 
 #: Faults :meth:`FakeMessagesAPI.fail_next` can inject.
 #:
-#: - ``rate_limit``: HTTP 429 ``rate_limit_error`` with ``retry-after-ms`` / ``retry-after``;
+#: - ``rate_limit``: HTTP 429 ``rate_limit_error`` with ``retry-after-ms`` / ``retry-after``
+#:   (the same wait, see :func:`retry_after_headers`);
 #: - ``server_error``: HTTP 500 ``api_error``;
 #: - ``overloaded``: HTTP 529 ``overloaded_error``;
 #: - ``timeout``: no answer in time (``httpx2.ReadTimeout``);
@@ -178,6 +181,21 @@ def rate_limit_headers(*, exhausted: bool = False) -> list[tuple[str, str]]:
 
 
 _rate_limit_cache: dict[bool, tuple[int, tuple[tuple[str, str], ...]]] = {}
+
+
+def retry_after_headers(seconds: float) -> dict[str, str]:
+    """The ``retry-after-ms`` and ``retry-after`` headers of an answer that asks the client
+    to wait ``seconds``: the same wait in both, each rounded *up* to its unit (whole
+    milliseconds; whole seconds, as the API sends ``retry-after``), so that a client that
+    honours either never comes back before it was asked to. ``retry-after`` is always
+    ``ceil(retry-after-ms / 1000)``.
+
+    >>> retry_after_headers(2.5), retry_after_headers(0.001), retry_after_headers(0)
+    ({'retry-after-ms': '2500', 'retry-after': '3'}, {'retry-after-ms': '1', 'retry-after': '1'}, {'retry-after-ms': '0', 'retry-after': '0'})
+    """
+    # Rounded to a microsecond first: 0.3 * 1000 is 300.00000000000006, not above 300 ms.
+    ms = math.ceil(round(seconds * 1000, 3))
+    return {"retry-after-ms": str(ms), "retry-after": str(-(-ms // 1000))}
 
 
 class RequestHeaders(dict[str, str]):
@@ -389,7 +407,7 @@ class FakeMessagesAPI:
         self.api_key_required = api_key_required
         self.allow_prefill = allow_prefill
         self.cache_min_tokens = cache_min_tokens
-        # Replies sent with stop_reason "pause_turn" or cut by a max_tokens fault, by the
+        # Replies sent with stop_reason "pause_turn" or cut at max_tokens, by the
         # shape of their content: sent back as the last message, they are continued.
         self._paused: set[tuple[tuple[str, str], ...]] = set()
         # The thinking and calls of every reply sent that thought, in order, by the id of
@@ -487,7 +505,9 @@ class FakeMessagesAPI:
         """Answer the next ``times`` requests with the fault ``kind`` (see :data:`FaultKind`).
 
         ``retry_after`` (seconds) sets the ``retry-after-ms`` / ``retry-after`` headers of
-        a status fault; a ``rate_limit`` defaults to 1 ms so that tests stay fast.
+        a status fault, each rounded up to its unit (:func:`retry_after_headers`: 2.5 s is
+        ``2500`` ms and ``3`` s); a ``rate_limit`` defaults to 1 ms (``1`` and ``1``) so
+        that tests stay fast.
         ``after_events``: how many events a stream fault lets through first (3: the
         reply's first block has opened, none of its content has come). ``mid_reply``: a
         stream fault lets the reply through up to the first delta of its last block
@@ -827,8 +847,7 @@ class FakeMessagesAPI:
                 if fault.kind == "rate_limit":
                     extra.update(rate_limit_headers(exhausted=True))
                 if fault.retry_after is not None:
-                    extra["retry-after-ms"] = str(max(1, round(fault.retry_after * 1000)))
-                    extra["retry-after"] = str(max(1, round(fault.retry_after)))
+                    extra.update(retry_after_headers(fault.retry_after))
                 return finish(error(status, kind, text, headers=extra), fault=fault.kind)
             if fault is not None and fault.kind not in _REPLY_FAULTS:
                 return finish(
@@ -969,9 +988,15 @@ class FakeMessagesAPI:
                 headers={"x-should-retry": "false"},
             )
             return finish(reply, model_called=True)
+        scripted = message
         if fault is not None and fault.kind == "max_tokens":
             limit = request.get("max_tokens")
             message = max_tokens_reply(message, limit if isinstance(limit, int) else None)
+        else:
+            # The request's stop_sequences and max_tokens end the reply as they end
+            # Claude's: cut before a stop sequence, or where the token limit falls.
+            message = limited_reply(message, request)
+        if message is not scripted and message.get("stop_reason") == "max_tokens":
             blocks = message.get("content") or ()
             if not any(b.get("type") == "tool_use" for b in blocks):
                 # A cut text may come back as a prefill to be continued; a cut tool call
@@ -1147,6 +1172,7 @@ class FakeMessagesAPI:
         except Exception as exc:
             text = f"scripted model failed: {type(exc).__name__}: {exc}"
             return "errored", _error_body("api_error", text, request_id)
+        message = limited_reply(message, params)
         self._fill_usage(message, params, _dumps(params), False)
         message["usage"]["service_tier"] = "batch"
         return "succeeded", message
@@ -1327,6 +1353,12 @@ def _check_request(request: Mapping[str, Any], path: str) -> str | None:
             return "tools: Tool names must be unique."
         names.add(name)
     choice = request.get("tool_choice")
+    if choice is not None and not names:
+        # The API refuses any tool_choice, "auto" and "none" included, on a request that
+        # offers no tools.
+        kind = choice.get("type") if isinstance(choice, Mapping) else None
+        where = f"tool_choice.{kind}" if isinstance(kind, str) else "tool_choice"
+        return f"{where}: tool_choice may only be specified while providing tools"
     if isinstance(choice, Mapping) and choice.get("type") == "tool" and choice.get("name") not in names:
         return f"tool_choice: the tool {choice.get('name')!r} is not among the request's tools"
     if (

@@ -36,11 +36,13 @@ __all__ = [
     "Step",
     "ToolCall",
     "interleaved_thinking",
+    "limited_reply",
     "max_tokens_reply",
     "message_json",
     "redacted_thinking_block",
     "signature_matches",
     "thinking_block",
+    "token_limited_content",
 ]
 
 DEFAULT_MODEL = "claude-scripted"
@@ -366,8 +368,8 @@ class PlanModel:
     given. A request that offers no tools at all still gets the plan's calls (scripted
     replies for tests that send none), unless ``strict_tools``: then it is answered in
     text, as with ``tool_choice`` ``none``, and the plan waits for a request that offers
-    tools, as Claude would (the chaos harness sets it: a planner call without tools is a
-    common design).
+    tools, as Claude would (fuzz, the chaos harness and the ``agentckpt_model(plan=...)``
+    fixture set it: a planner call without tools is a common design).
 
     Server tools: a request whose ``tools`` offer a web search or web fetch tool (a
     definition of ``type`` ``web_search_*`` / ``web_fetch_*``) gets replies that use it,
@@ -1086,6 +1088,142 @@ def max_tokens_reply(message: Mapping[str, Any], max_tokens: int | None = None) 
         usage["output_tokens"] = max_tokens
     cut["usage"] = usage
     return cut
+
+
+def limited_reply(message: Mapping[str, Any], request: Mapping[str, Any]) -> dict[str, Any]:
+    """``message`` as the API ends it under the request's ``stop_sequences`` and
+    ``max_tokens`` (``message`` itself, unchanged, when neither stops it). A pure function
+    of the reply and the request; the fake API applies it to every generation.
+
+    - ``stop_sequences``: the first text block that holds one of them ends before it (the
+      one whose generation completes first, when several match), the blocks after it are
+      not written; ``stop_reason`` ``"stop_sequence"``, ``stop_sequence`` the one matched,
+      ``usage.output_tokens`` what is left. Only text is matched (not thinking, nor tool
+      input).
+    - ``max_tokens``: a reply longer than it by the scripted models' estimate (the
+      canonical JSON of its content blocks, about four characters a token, as
+      ``usage.output_tokens`` counts it) is cut where the limit falls, with ``stop_reason``
+      ``"max_tokens"`` and ``usage.output_tokens == max_tokens``. See
+      :func:`token_limited_content` for how each block is cut.
+
+    >>> reply = message_json("Hello. Goodbye.")
+    >>> cut = limited_reply(reply, {"max_tokens": 1024, "stop_sequences": [". G"]})
+    >>> cut["content"], cut["stop_reason"], cut["stop_sequence"]
+    ([{'type': 'text', 'text': 'Hello'}], 'stop_sequence', '. G')
+    >>> cut = limited_reply(message_json("word " * 40), {"max_tokens": 16})
+    >>> cut["stop_reason"], cut["usage"]["output_tokens"], len(cut["content"][0]["text"])
+    ('max_tokens', 16, 39)
+    >>> limited_reply(reply, {"max_tokens": 1024}) is reply
+    True
+    """
+    blocks = message.get("content")
+    if not isinstance(blocks, list) or not all(isinstance(b, Mapping) for b in blocks):
+        return cast("dict[str, Any]", message)
+    result = cast("dict[str, Any]", message)
+    stops = request.get("stop_sequences")
+    if isinstance(stops, list) and stops:
+        hit = _first_stop(blocks, [s for s in stops if isinstance(s, str) and s])
+        if hit is not None:
+            index, at, sequence = hit
+            text = str(blocks[index].get("text") or "")[:at]
+            blocks = [*blocks[:index], *([{**blocks[index], "text": text}] if text else [])]
+            result = dict(message)
+            result["content"] = blocks
+            result["stop_reason"] = "stop_sequence"
+            result["stop_sequence"] = sequence
+            result["usage"] = {**(message.get("usage") or {}), "output_tokens": _estimate_tokens(blocks)}
+    limit = request.get("max_tokens")
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        return result
+    reported = (result.get("usage") or {}).get("output_tokens")
+    if (isinstance(reported, int) and reported <= limit) or _estimate_tokens(blocks) <= limit:
+        # A reply that says it took no more than the limit fits (the scripted models
+        # count it by the same estimate): its JSON is not made again.
+        return result
+    result = dict(result)
+    result["content"] = token_limited_content(blocks, limit)
+    result["stop_reason"] = "max_tokens"
+    result["stop_sequence"] = None
+    result["usage"] = {**(message.get("usage") or {}), "output_tokens": limit}
+    return result
+
+
+def _first_stop(blocks: Sequence[Mapping[str, Any]], stops: Sequence[str]) -> tuple[int, int, str] | None:
+    """``(block index, offset, sequence)`` of the stop sequence the text of ``blocks``
+    completes first: the earliest to end, then the earliest to start."""
+    for index, block in enumerate(blocks):
+        if block.get("type") != "text":
+            continue
+        text = str(block.get("text") or "")
+        best: tuple[int, int, str] | None = None
+        for sequence in stops:
+            at = text.find(sequence)
+            if at < 0:
+                continue
+            key = (at + len(sequence), at, sequence)
+            if best is None or key[:2] < best[:2]:
+                best = key
+        if best is not None:
+            return index, best[1], best[2]
+    return None
+
+
+def token_limited_content(blocks: Sequence[Mapping[str, Any]], max_tokens: int) -> list[dict[str, Any]]:
+    """The content blocks a reply holds when its generation stops at ``max_tokens``, by the
+    scripted models' estimate (:func:`limited_reply`): every block that fits whole, then
+    the one the limit falls in, cut, and none after it.
+
+    - a text block keeps the longest start that fits (without trailing whitespace, so that
+      the reply can come back as a prefill to be continued); when nothing before it was
+      written and not even its start fits the estimate's JSON overhead, it keeps its first
+      ``4 * max_tokens`` characters;
+    - a ``tool_use`` block is written incomplete, as the API writes a call cut short: its
+      ``id`` and ``name`` with the leading arguments of its input that fit (``{}`` when
+      none does), and is left out when not even that fits. An agent must not run it;
+    - any other block (thinking, a server tool's blocks) is written whole or not at all;
+      a server tool's call is left out with its result.
+
+    >>> blocks = [{"type": "text", "text": "On it."},
+    ...           {"type": "tool_use", "id": "t", "name": "send", "input": {"to": "ann", "body": "x" * 80}}]
+    >>> token_limited_content(blocks, 25)[1]["input"]
+    {'to': 'ann'}
+    """
+    kept: list[dict[str, Any]] = []
+    for block in blocks:
+        whole = dict(block)
+        if _estimate_tokens([*kept, whole]) <= max_tokens:
+            kept.append(whole)
+            continue
+        kind = block.get("type")
+        if kind == "text":
+            text = str(block.get("text") or "")
+            low, high = 0, len(text)  # the longest start that fits: text[:low]
+            while low < high:
+                mid = (low + high + 1) // 2
+                if _estimate_tokens([*kept, {**whole, "text": text[:mid]}]) <= max_tokens:
+                    low = mid
+                else:
+                    high = mid - 1
+            start = text[:low].rstrip()
+            if not start and not kept:
+                start = text[: 4 * max_tokens].rstrip()
+            if start:
+                kept.append({**whole, "text": start})
+        elif kind == "tool_use":
+            arguments = block.get("input")
+            written: dict[str, Any] = {}
+            if _estimate_tokens([*kept, {**whole, "input": written}]) <= max_tokens:
+                for name, value in (arguments.items() if isinstance(arguments, Mapping) else ()):
+                    if _estimate_tokens([*kept, {**whole, "input": {**written, name: value}}]) > max_tokens:
+                        break
+                    written[name] = value
+                kept.append({**whole, "input": written})
+        break
+    if kept and kept[-1].get("type") == "server_tool_use":
+        # A server tool's call whose result was not written: the API writes the result
+        # with the call, so neither is written.
+        kept.pop()
+    return kept
 
 
 _ID_CACHE_SIZE = 4096

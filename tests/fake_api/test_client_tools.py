@@ -64,3 +64,28 @@ def test_tool_choice_naming_a_tool_not_offered_is_a_400_about_the_request() -> N
             model="m", max_tokens=100, messages=[{"role": "user", "content": "go"}],
             tools=[{"type": "bash_20250124", "name": "bash"}], tool_choice={"type": "tool", "name": "search"})
     assert "tool_choice" in str(caught.value) and "'search'" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "choice",
+    [{"type": "auto"}, {"type": "any"}, {"type": "none"}, {"type": "tool", "name": "bash"}],
+)
+@pytest.mark.parametrize("tools", [None, []])
+def test_any_tool_choice_on_a_request_without_tools_is_a_400_as_with_the_api(
+    choice: dict[str, Any], tools: list[Any] | None
+) -> None:
+    # Before: auto, any and none were taken and answered (any even with the plan's calls).
+    client = offline_client(PLAN, max_retries=0)
+    extra: dict[str, Any] = {} if tools is None else {"tools": tools}
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        client.messages.create(
+            model="m", max_tokens=100, messages=[{"role": "user", "content": "go"}],
+            tool_choice=choice, **extra)  # type: ignore[arg-type]
+    assert caught.value.status_code == 400
+    body = caught.value.body
+    assert isinstance(body, dict) and body["error"]["type"] == "invalid_request_error"
+    assert "tool_choice may only be specified while providing tools" in body["error"]["message"]
+    # count_tokens checks the same fields.
+    with pytest.raises(anthropic.BadRequestError, match="may only be specified while providing tools"):
+        client.messages.count_tokens(
+            model="m", messages=[{"role": "user", "content": "go"}], tool_choice=choice, **extra)  # type: ignore[arg-type]

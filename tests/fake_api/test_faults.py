@@ -45,11 +45,44 @@ def test_a_rate_limit_carries_retry_headers_and_the_api_error_body() -> None:
     with pytest.raises(anthropic.RateLimitError) as info:
         create(api.client(max_retries=0))
     headers = info.value.response.headers
-    assert (headers["retry-after-ms"], headers["retry-after"]) == ("2500", "2")
+    assert (headers["retry-after-ms"], headers["retry-after"]) == ("2500", "3")
     body = info.value.body
     assert isinstance(body, dict)
     assert body["error"]["type"] == "rate_limit_error"
     assert body["request_id"] == headers["request-id"]
+
+
+_WAITS = [(0, "0", "0"), (0.3, "300", "1"), (1, "1000", "1"), (1.4, "1400", "2"),
+          (2.5, "2500", "3"), (3.5, "3500", "4"), (7, "7000", "7"), (0.0015, "2", "1")]
+
+
+@pytest.mark.parametrize(
+    ("kind", "retry_after", "ms", "seconds"),
+    [("rate_limit", None, "1", "1"),  # a rate_limit's default wait, 1 ms
+     *(("rate_limit", *wait) for wait in _WAITS), *(("overloaded", *wait) for wait in _WAITS[2:5])],
+)
+def test_retry_after_headers_say_the_wait_asked_for_each_rounded_up_to_its_unit(
+    kind: Any, retry_after: float | None, ms: str, seconds: str
+) -> None:
+    # Before: retry-after was round(seconds) (2 for 2.5 s, 1 for 1.4 s), so a client that
+    # honours it came back before the wait the test asked for, and disagreed with
+    # retry-after-ms.
+    api = FakeMessagesAPI(PLAN)
+    api.fail_next(kind, retry_after=retry_after)
+    client = api.client(max_retries=0)
+    expected = anthropic.RateLimitError if kind == "rate_limit" else anthropic.InternalServerError
+    with pytest.raises(expected) as info:
+        create(client)
+    headers = info.value.response.headers
+    assert (headers["retry-after-ms"], headers["retry-after"]) == (ms, seconds)
+    asked = 0.001 if retry_after is None else retry_after
+    # Both headers say at least the wait asked for, and the same one: retry-after is
+    # retry-after-ms in whole seconds, rounded up.
+    assert int(headers["retry-after-ms"]) / 1000 >= asked and int(headers["retry-after"]) >= asked
+    assert int(headers["retry-after"]) == -(-int(headers["retry-after-ms"]) // 1000)
+    # The SDK waits what retry-after-ms says (it reads it before retry-after).
+    assert client._parse_retry_after_header(headers) == int(ms) / 1000
+    assert api.exchanges[0].response_headers["retry-after"] == seconds
 
 
 @pytest.mark.parametrize(
@@ -164,7 +197,7 @@ def test_the_async_client_retries_faults_too() -> None:
 
     async def main() -> str | None:
         reply = await api.async_client(max_retries=2).messages.create(
-            model="m", max_tokens=8, messages=GO
+            model="m", max_tokens=1024, messages=GO
         )
         return reply.stop_reason
 

@@ -23,10 +23,30 @@ def test_the_default_client_answers_done(anthropic_client: anthropic.Anthropic) 
     assert reply.content[0].type == "text" and reply.content[0].text == "Done."
 
 
+LOOKUP = {"name": "lookup", "input_schema": {"type": "object", "properties": {"q": {"type": "string"}}}}
+
+
 @pytest.mark.agentckpt_model(plan=PLAN)
 def test_the_marker_sets_the_plan(anthropic_client: anthropic.Anthropic) -> None:
-    reply = anthropic_client.messages.create(model="m", max_tokens=8, messages=GO)
+    reply = anthropic_client.messages.create(model="m", max_tokens=1024, messages=GO, tools=[LOOKUP])  # type: ignore[list-item]
     assert [b.type for b in reply.content] == ["tool_use"]
+
+
+@pytest.mark.agentckpt_model(plan=PLAN)
+def test_a_planners_tools_free_call_gets_text_and_the_plan_waits_for_its_tools_call(
+    anthropic_client: anthropic.Anthropic, anthropic_requests: list[Exchange]
+) -> None:
+    # Before: the tools-free call got the plan's lookup call (a tool it was never given),
+    # where fuzz and chaos (and the API) answer it in text.
+    summary = anthropic_client.messages.create(
+        model="m", max_tokens=1024, messages=[{"role": "user", "content": "Summarise the task."}]
+    )
+    assert summary.stop_reason == "end_turn" and [b.type for b in summary.content] == ["text"]
+    reply = anthropic_client.messages.create(model="m", max_tokens=1024, messages=GO, tools=[LOOKUP])  # type: ignore[list-item]
+    assert reply.stop_reason == "tool_use"
+    call = reply.content[0]
+    assert call.type == "tool_use" and call.name == "lookup" and call.input == {"q": "x"}
+    assert [e.status for e in anthropic_requests] == [200, 200]
 
 
 @pytest.mark.agentckpt_model(responses=["canned"])

@@ -28,7 +28,7 @@ API = "https://api.anthropic.com"
 
 
 def ask(client: anthropic.Anthropic) -> str:
-    reply = client.messages.create(model="m", max_tokens=8, messages=GO)
+    reply = client.messages.create(model="m", max_tokens=1024, messages=GO)
     block = reply.content[0]
     assert block.type == "text"
     return block.text
@@ -225,7 +225,7 @@ def test_intercepting_reaches_async_clients_built_inside() -> None:
 
     async def main() -> str:
         client = anthropic.AsyncAnthropic(api_key="k", max_retries=0)
-        reply = await client.messages.create(model="m", max_tokens=8, messages=GO)
+        reply = await client.messages.create(model="m", max_tokens=1024, messages=GO)
         block = reply.content[0]
         assert block.type == "text"
         return block.text

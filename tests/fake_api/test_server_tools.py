@@ -136,7 +136,7 @@ def test_the_fake_serves_the_same_blocks_streamed_and_accepts_the_paused_turn_se
     messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
     streamed, created = [], []
     for _ in range(10):
-        kwargs: dict[str, Any] = {"model": "m", "max_tokens": 64, "messages": messages, "tools": [ADD, SEARCH]}
+        kwargs: dict[str, Any] = {"model": "m", "max_tokens": 1024, "messages": messages, "tools": [ADD, SEARCH]}
         with client.messages.stream(**kwargs) as stream:
             reply = stream.get_final_message()
         content = [b.model_dump(mode="json", exclude_none=True) for b in reply.content]

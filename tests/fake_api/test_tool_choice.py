@@ -200,7 +200,7 @@ def test_a_cut_tool_call_loses_its_last_argument_and_the_blocks_after_it() -> No
 def test_the_fault_cuts_the_next_generation_streamed_or_not_and_the_retry_is_whole(stream: bool) -> None:
     api = FakeMessagesAPI(PLAN)
     client = api.client()
-    request: dict[str, Any] = {"model": "m", "max_tokens": 64, "messages": [{"role": "user", "content": "go"}], "tools": TOOLS}
+    request: dict[str, Any] = {"model": "m", "max_tokens": 1024, "messages": [{"role": "user", "content": "go"}], "tools": TOOLS}
     client.messages.count_tokens(model="m", messages=request["messages"])  # not a generation: passes
     api.fail_next("max_tokens")
     if stream:
