@@ -131,6 +131,9 @@ class _Made:
     store: CheckpointStore
     namespace: str
     purgeable: bool
+    #: Closed by a contract (:meth:`CertifyContext.close_store`): never used again, not
+    #: even to clean up (a store may block or fail on any call once closed).
+    closed: bool = False
 
 
 @dataclass
@@ -178,6 +181,16 @@ class CertifyContext:
         """Raise :class:`Stopped` if the run was interrupted (called between steps)."""
         if self.stopping.is_set():
             raise Stopped
+
+    def close_store(self, store: CheckpointStore) -> None:
+        """Close ``store``, one :meth:`new_store` made, as a contract that reopens it does;
+        the clean-up at the end of the run then cleans its namespace with another instance
+        and never calls it again (a closed store "is not used afterwards")."""
+        with self._lock:
+            for entry in self._made:
+                if entry.store is store:
+                    entry.closed = True
+        store.close()
 
     def new_store(self, namespace: str | None = None) -> CheckpointStore:
         """A fresh store instance from the factory, cleaned up and closed when the run ends.
@@ -340,12 +353,18 @@ class CertifyContext:
             by_namespace.setdefault(entry.namespace, []).append(entry)
         for namespace, entries in by_namespace.items():
             whole = self.namespaces_isolated and any(entry.purgeable for entry in entries)
-            chosen = next((entry for entry in entries if entry.purgeable), entries[0])
-            for entry in entries:
+            open_entries = [entry for entry in entries if not entry.closed]
+            chosen = next(
+                (entry for entry in open_entries if entry.purgeable),
+                open_entries[0] if open_entries else None,
+            )
+            for entry in open_entries:
                 if entry is not chosen:
                     with contextlib.suppress(Exception):
                         entry.store.close()
             try:
+                if chosen is None:
+                    raise LookupError("every instance of the namespace was closed")
                 self._clean(chosen.store, whole=whole)
             except Exception:
                 with contextlib.suppress(Exception):
@@ -354,8 +373,9 @@ class CertifyContext:
                         self._clean(again, whole=whole)
                     finally:
                         again.close()
-            with contextlib.suppress(Exception):
-                chosen.store.close()
+            if chosen is not None:
+                with contextlib.suppress(Exception):
+                    chosen.store.close()
 
     def _clean(self, store: CheckpointStore, *, whole: bool) -> None:
         """Purge ``store``'s namespace (``whole``, when the store has the hook and it

@@ -143,7 +143,7 @@ def check_durable_restart(ctx: CertifyContext) -> str:
         how = "restarted through certify_restart()"
     else:
         how = "no server to restart: checked across close and a new instance"
-    store.close()
+    ctx.close_store(store)
     reopened = ctx.new_store(namespace)
     _all_there(reopened, saved, "in a new instance")
     return how

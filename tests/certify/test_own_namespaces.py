@@ -411,3 +411,46 @@ def test_a_namespace_whose_purging_instance_a_contract_closed_is_still_cleaned_u
     assert reopened.list_checkpoints()
     ctx.close()
     assert all(store.list_checkpoints() == [] for store in shared.values())
+
+
+class _BlocksOnceClosed(_Closing):
+    """A store whose calls after ``close()`` would block (its event loop is stopped): each
+    such call is recorded here instead."""
+
+    used_after_close: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        if self._closed:
+            self.used_after_close.append(name)
+            raise RuntimeError("would block for ever")
+        return getattr(self._data, name)
+
+    def certify_purge(self) -> None:
+        if self._closed:
+            self.used_after_close.append("certify_purge")
+            raise RuntimeError("would block for ever")
+        super().certify_purge()
+
+    def close(self) -> None:
+        if self._closed:
+            self.used_after_close.append("close")
+        self._closed = True
+
+
+def test_the_clean_up_never_calls_an_instance_a_contract_closed() -> None:
+    # An outside round's sound store (an asyncio facade whose loop stops on close) hung the
+    # pytest form for ever and the CLI for its whole time limit, and left its tables: the
+    # clean-up purged with the instance durable_restart had closed.
+    shared: dict[str, MemoryStore] = {}
+    _BlocksOnceClosed.used_after_close = []
+    ctx = CertifyContext(
+        StoreFactory("blocking:make", lambda namespace: _BlocksOnceClosed(shared.setdefault(namespace, MemoryStore(namespace)))),
+        seed=1, budget=QUICK,
+    )
+    ctx.prepare()
+    first = ctx.new_store("restarted")
+    first.save(Checkpoint(task_id=ctx.task_id("durable"), goal="outlives its instance"))
+    ctx.close_store(first)
+    ctx.close()
+    assert _BlocksOnceClosed.used_after_close == []
+    assert all(store.list_checkpoints() == [] for store in shared.values())
