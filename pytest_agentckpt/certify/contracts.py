@@ -306,8 +306,15 @@ def check_compare_and_set(ctx: CertifyContext) -> str:
         except ConflictError:
             pass
         else:
+            stored = "no checkpoint" if keeps is None else f"version {keeps.version}"
+            why = (
+                "a save succeeds only from the version stored, never from a later one: compare "
+                "with =, not >= or <= (a version ahead of the store's is a bug of the caller's)"
+                if keeps is not None and attempt.version > keeps.version
+                else "another writer saved first"
+            )
             raise ContractFailed(
-                f"{what} succeeded: it must raise ConflictError (another writer saved first)"
+                f"{what} succeeded where the store held {stored}: it must raise ConflictError ({why})"
             )
         loaded = store.load(attempt.task_id)
         if keeps is None:
@@ -883,6 +890,11 @@ def check_listing(ctx: CertifyContext) -> str:
         ("a", "completed", {"user": "u1"}),
         ("c", "failed", {"user": "u2", "team": "x"}),
         ("d", "running", {"user": "u2", "n": 2**60}),
+        # Equality, key by key, of any JSON value: a null is a value (a missing key is not
+        # it), an object or array equals only an equal one (SQL containment is wider), a
+        # key holding a dot is one key (not a path).
+        ("e", "completed", {"owner": None, "cfg": {"a": 1, "b": 2}, "team.name": "x", "tags": ["p", "q"]}),
+        ("f", "failed", {"cfg": {"a": 1, "b": 2, "c": 3}, "tags": ["p"], "team": {"name": "x"}}),
     ]
     saved = {}
     for name, status, metadata in rows:
@@ -898,10 +910,15 @@ def check_listing(ctx: CertifyContext) -> str:
         ]
 
     cases: list[tuple[dict[str, Any], list[str]]] = [
-        ({}, ["a", "b", "c", "d"]),
+        ({}, ["a", "b", "c", "d", "e", "f"]),
         ({"status": "running"}, ["b", "d"]),
         ({"metadata": {"user": "u1"}}, ["a", "b"]),
         ({"metadata": {"team": "x"}}, ["b", "c"]),
+        ({"metadata": {"owner": None}}, ["e"]),
+        ({"metadata": {"cfg": {"b": 2, "a": 1}}}, ["e"]),
+        ({"metadata": {"tags": ["p"]}}, ["f"]),
+        ({"metadata": {"team.name": "x"}}, ["e"]),
+        ({"metadata": {"team": {"name": "x"}}}, ["f"]),
         ({"status": "running", "metadata": {"team": "x"}}, ["b"]),
         ({"metadata": {"user": "u1", "team": "x"}}, ["b"]),
         ({"metadata": {"n": 2**60}}, ["d"]),
@@ -911,7 +928,12 @@ def check_listing(ctx: CertifyContext) -> str:
     for filters, want in cases:
         got = names(**filters)
         if got != want:
-            raise ContractFailed(f"list_checkpoints({filters}) returned {got}, expected {want} (ordered by task_id)")
+            raise ContractFailed(
+                f"list_checkpoints({filters}) returned {got}, expected {want} (ordered by task_id). "
+                "A metadata filter matches a task when every key it names is present with an "
+                "equal value: null only where the key holds null, an object or array only where "
+                "it is equal (not contains it), a key with a dot as one key"
+            )
     summaries = {s.task_id: s for s in store.list_checkpoints() if s.task_id.startswith(prefix + "-")}
     b = summaries[f"{prefix}-b"]
     if (b.version, b.iteration, b.status, b.metadata) != (2, 4, "running", {"user": "u1", "team": "x"}):

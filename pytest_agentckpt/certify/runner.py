@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from stores import CorruptCheckpointError, StoreInfo
+from stores import ConflictError, CorruptCheckpointError, StoreInfo
 
 from .context import (
     FULL,
@@ -258,6 +258,19 @@ def run_contract(ctx: CertifyContext, contract: Contract) -> ContractResult:
             "wrote part of one; or an instance reads through a view of its own that another "
             "instance's save made out of date (a cached pointer, index or file name whose "
             "data that save replaced)",
+            trace, ctx.reproduce(contract.id),
+        )
+    if isinstance(error, ConflictError):
+        # A contract saves from the checkpoint its previous save returned (or creates the
+        # task new): unless another of its writers saved meanwhile, the store disagrees
+        # with itself about the version.
+        return result(
+            Outcome.ERROR,
+            f"{type(error).__name__}: {error}. The contract saved from the checkpoint its "
+            "previous save returned (or created the task new): unless another writer of the "
+            "contract saved this task meanwhile, the store disagrees with itself about the "
+            "version (save returns another version than it stored, or a deleted task still "
+            "counts as existing). See round_trip and delete_idempotent",
             trace, ctx.reproduce(contract.id),
         )
     return result(Outcome.ERROR, f"{type(error).__name__}: {error}", trace, ctx.reproduce(contract.id))

@@ -55,6 +55,14 @@ ADVICE = (
 )
 
 
+#: For a deleted id still listed with its own data, when no other id is involved.
+_DELETED_LISTED_ADVICE = (
+    "No other id is involved: the task's own delete left it in the listing (a tombstone, "
+    "a row marked deleted, or an index entry the listing does not filter out); "
+    "list_checkpoints must show only the tasks load returns; see the delete_idempotent "
+    "contract"
+)
+
 #: For a delete that left the id's own data behind, when no other id is involved.
 _DELETE_ADVICE = (
     "No other id is involved: delete must remove everything a task stored (its head and "
@@ -259,6 +267,14 @@ def _save_all(probe: _Probe) -> None:
                 probe.refused[task_id] = f"{type(exc).__name__}: {exc}"
                 continue
             raise _save_failed(probe, task_id, exc) from None
+        if saved.task_id == task_id and saved.version != 1:
+            # The id is kept: the store returned the wrong version, not a wrong id.
+            raise ContractFailed(
+                f"save of the new task {_show(task_id)} returned version {saved.version}: save "
+                "must return the checkpoint as stored, with its new version (1 for a new task), "
+                "not the one it was given (version 0); the next save, from the version it "
+                "returned, conflicts. See the round_trip and compare_and_set contracts"
+            )
         if saved.task_id != task_id or saved.version != 1:
             raise probe.failed(
                 task_id,
@@ -383,9 +399,12 @@ def _expect_listing(probe: _Probe, present: list[str], when: str) -> None:
                         "the id must be listed exactly as it was saved")
                 raise probe.failed(owner, what)
             state = "never saved" if summary.task_id not in probe.index else "deleted"
+            own = state == "deleted" and owner in (None, summary.task_id)
             raise probe.failed(
                 summary.task_id,
                 f"{when}, the listing shows it, but it was {state} under this spelling",
+                # Its own delete left it listed: no other id is involved.
+                **({"advice": _DELETED_LISTED_ADVICE} if own else {}),
             )
     order = [s.task_id for s in summaries]
     if order != sorted(order):

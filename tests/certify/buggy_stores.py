@@ -67,6 +67,52 @@ class NoCasStore(DirectoryStore):
         return self._decode(task_id, self._encode(saved))
 
 
+class AheadCasStore(DirectoryStore):
+    """Compares versions with >=: a save from a version ahead of the stored one succeeds
+    (an outside round's single-table store)."""
+
+    def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        task_id = checkpoint.task_id
+        with self._locked(exclusive=True):
+            data = self._read(task_id)
+            stored = None if data is None else self._decode(task_id, data).version
+            if checkpoint.version < (stored or 0) or (stored is None and checkpoint.version):
+                raise ConflictError(task_id, checkpoint.version, stored)
+            saved = checkpoint.model_copy(update={"version": (stored or 0) + 1, "updated_at": utcnow()})
+            self._write(task_id, self._encode(saved))
+        return self._decode(task_id, self._encode(saved))
+
+
+class TombstoneStore(DirectoryStore):
+    """Deletes by writing a tombstone beside the task that load honours and the listing
+    does not (a soft delete the listing query forgot)."""
+
+    def _tomb(self, task_id: str) -> Path:
+        return self._file(task_id).with_suffix(".tomb")
+
+    def load(self, task_id: str) -> Checkpoint | None:
+        return None if self._tomb(task_id).exists() else super().load(task_id)
+
+    def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        if self._tomb(checkpoint.task_id).exists():
+            with self._locked(exclusive=True):
+                self._file(checkpoint.task_id).unlink(missing_ok=True)
+                self._tomb(checkpoint.task_id).unlink()
+        return super().save(checkpoint)
+
+    def delete(self, task_id: str) -> None:
+        if self._file(task_id).exists():
+            self._tomb(task_id).write_bytes(b"")
+
+
+class ReturnsGivenStore(DirectoryStore):
+    """Stores the save, then returns the object it was given: its version is not bumped."""
+
+    def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        super().save(checkpoint)
+        return checkpoint
+
+
 class TornStore(DirectoryStore):
     """Writes the messages and the head as two files, one after the other.
 
@@ -785,6 +831,25 @@ class ListsOwnTasksStore(DirectoryStore):
         return [s for s in super().list_checkpoints(**filters) if s.task_id in self._seen]
 
 
+def _contains(stored: Any, wanted: Any) -> bool:
+    """PostgreSQL's ``@>``: an object contains the keys it is asked for (and more), an array
+    the elements."""
+    if isinstance(wanted, dict):
+        return isinstance(stored, dict) and all(k in stored and _contains(stored[k], v) for k, v in wanted.items())
+    if isinstance(wanted, list):
+        return isinstance(stored, list) and all(any(_contains(s, w) for s in stored) for w in wanted)
+    return bool(stored == wanted)
+
+
+class ContainsFilterStore(DirectoryStore):
+    """Filters metadata by containment alone (a ``metadata @> %s`` query with no check of
+    equality after it): an object or array filter matches a larger one too."""
+
+    def list_checkpoints(self, **filters: Any) -> Any:
+        wanted = dict(filters.pop("metadata", None) or {})
+        return [s for s in super().list_checkpoints(**filters) if _contains(s.metadata, wanted)]
+
+
 class ListingIgnoresSchemaStore(DirectoryStore):
     """Lists heads without looking at their schema version (load refuses a newer one)."""
 
@@ -842,6 +907,22 @@ def make_splitlines(namespace: str) -> SplitlinesStore:
 
 def make_lists_own_tasks(namespace: str) -> ListsOwnTasksStore:
     return ListsOwnTasksStore(_root("lists-own-tasks", namespace))
+
+
+def make_ahead_cas(namespace: str) -> AheadCasStore:
+    return AheadCasStore(_root("ahead-cas", namespace))
+
+
+def make_tombstone(namespace: str) -> TombstoneStore:
+    return TombstoneStore(_root("tombstone", namespace))
+
+
+def make_returns_given(namespace: str) -> ReturnsGivenStore:
+    return ReturnsGivenStore(_root("returns-given", namespace))
+
+
+def make_contains_filter(namespace: str) -> ContainsFilterStore:
+    return ContainsFilterStore(_root("contains-filter", namespace))
 
 
 def make_listing_ignores_schema(namespace: str) -> ListingIgnoresSchemaStore:
