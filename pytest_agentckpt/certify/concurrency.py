@@ -44,6 +44,8 @@ class WriterLog:
     # Saves that failed with a store error: they may or may not have been applied.
     ambiguous: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    # Loads whose version and content come from two different saves.
+    mixed: list[str] = field(default_factory=list)
 
 
 def write_loop(
@@ -61,6 +63,15 @@ def write_loop(
         if current is None:
             log.errors.append(f"load({task_id!r}) returned None while the task existed")
             continue
+        # The task starts new (version 1, iteration 0, no messages) and every save adds one
+        # message and one iteration: a load whose counts disagree with its version read the
+        # version and the content from two different saves.
+        if not current.iteration == len(current.messages) == current.version - 1:
+            log.mixed.append(
+                f"load returned version {current.version} with the content of another save "
+                f"({current.iteration} iterations, {len(current.messages)} messages, where "
+                f"version {current.version} has {current.version - 1} of each)"
+            )
         if barrier is not None and attempt % 2 == 0:
             try:
                 barrier.wait(30)
@@ -110,6 +121,15 @@ def judge_history(initial: Checkpoint, logs: list[WriterLog], final: Checkpoint 
     versions = [s.version for s in successes]
     if len(set(versions)) != len(versions):
         problems.append(f"versions handed out more than once: {versions}")
+    mixed = [m for log in logs for m in log.mixed]
+    if mixed:
+        # First: a load that mixes two saves is the cause a lost update would follow from.
+        problems.insert(
+            0,
+            f"{mixed[0]} ({len(mixed)} such load(s) while other writers saved): a load must read "
+            "the version and the content in one snapshot (one query, one read transaction, one "
+            "object), never in two reads a save can come between",
+        )
     if final is None:
         problems.append("the task is gone after the writers finished")
         return problems

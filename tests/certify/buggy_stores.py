@@ -113,6 +113,19 @@ class ReturnsGivenStore(DirectoryStore):
         return checkpoint
 
 
+class TwoReadStore(DirectoryStore):
+    """Reads the version, then the content, in two reads a save can come between (a
+    version attribute and a document kept apart): a load can mix two saves."""
+
+    def load(self, task_id: str) -> Checkpoint | None:
+        first = super().load(task_id)
+        if first is None:
+            return None
+        time.sleep(0.002)  # the second round trip
+        second = super().load(task_id)
+        return None if second is None else second.model_copy(update={"version": first.version})
+
+
 class TornStore(DirectoryStore):
     """Writes the messages and the head as two files, one after the other.
 
@@ -919,6 +932,10 @@ def make_tombstone(namespace: str) -> TombstoneStore:
 
 def make_returns_given(namespace: str) -> ReturnsGivenStore:
     return ReturnsGivenStore(_root("returns-given", namespace))
+
+
+def make_two_read(namespace: str) -> TwoReadStore:
+    return TwoReadStore(_root("two-read", namespace))
 
 
 def make_contains_filter(namespace: str) -> ContainsFilterStore:
