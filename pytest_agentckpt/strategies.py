@@ -332,7 +332,8 @@ def fault_plans(
     ``streamed``: the agent asks for streamed replies, so half of the API faults are drawn
     from the kinds that cut a stream short (``stream_disconnect``, ``stream_error``),
     rather than two kinds in eight. (They do nothing to a request that does not stream.)
-    A named ``api_outage`` is half of the API faults drawn, the other kinds the rest.
+    A named ``api_outage`` or ``max_tokens`` (opt-in) is half of the API faults drawn
+    (both named: they share that half), the other kinds the rest.
 
     ``from_end``: half of the occurrences (of crashes, API faults and store faults on
     save) count from the end of the plan's crash-free run, ``-1`` to ``-max_occurrence``
@@ -384,16 +385,14 @@ def fault_plans(
     api_kinds: list[str] = list(api)
     named = [k for k in ("api_outage", "max_tokens") if k in api_kinds]
     rest = [k for k in api_kinds if k not in named]
-    if not rest:
-        # Only opt-in kinds: the outage is half of them, the rest is the other one.
-        named, rest = (["api_outage"], ["max_tokens"]) if len(named) == 2 else ([], api_kinds)
-    outage = bool(named)
+    if not rest:  # only opt-in kinds: drawn alike
+        named, rest = [], api_kinds
     stream = [k for k in rest if k in STREAM_FAULT_KINDS]
     whole = [k for k in rest if k not in STREAM_FAULT_KINDS]
     api_kind = st.sampled_from(rest) if rest else None
     if streamed and stream and whole:
         api_kind = st.one_of(st.sampled_from(stream), st.sampled_from(whole))
-    if outage and api_kind is not None:
+    if named and api_kind is not None:
         api_kind = st.one_of(st.just(named[0]) if len(named) == 1 else st.sampled_from(named), api_kind)
     api_fault = st.builds(ApiFault, api_kind, occurrence) if api_kind is not None else None
     # A load happens once per attempt: 2 and 3 are the loads of the first resumes, the

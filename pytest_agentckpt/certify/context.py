@@ -362,11 +362,13 @@ class CertifyContext:
                 if entry is not chosen:
                     with contextlib.suppress(Exception):
                         entry.store.close()
-            try:
-                if chosen is None:
-                    raise LookupError("every instance of the namespace was closed")
-                self._clean(chosen.store, whole=whole)
-            except Exception:
+            cleaned = False
+            if chosen is not None:
+                with contextlib.suppress(Exception):
+                    self._clean(chosen.store, whole=whole)
+                    cleaned = True
+            if not cleaned:
+                # Every instance was closed, or the one chosen failed: a new one cleans.
                 with contextlib.suppress(Exception):
                     again = self.factory.make(namespace)
                     try:

@@ -467,6 +467,7 @@ class ListsLeftoversStore(DirectoryStore):
             out.write(data)
             out.flush()
             os.fsync(out.fileno())
+        time.sleep(0.01)  # a slow disk between the write and the rename: the kills' window
         os.replace(tmp, path)
 
     def list_checkpoints(self, **filters: Any) -> Any:
