@@ -146,3 +146,41 @@ def test_an_agent_thread_that_uses_random_between_examples_is_no_strategy_warnin
         stop.set()
         thread.join(5)
     assert not [str(w.message) for w in seen if issubclass(w.category, HypothesisDeprecationWarning)]
+
+
+@pytest.mark.parametrize("before", [(700, 10, 10), (0, 10, 10), (20_000, 5, 5)], ids=["default", "off", "higher"])
+def test_a_search_collects_young_garbage_less_often_and_leaves_the_collector_as_it_was(
+    before: tuple[int, int, int],
+) -> None:
+    import functools
+    import gc
+
+    from hypothesis.database import InMemoryExampleDatabase
+
+    import reference_agent
+    from pytest_agentckpt import fuzz
+    from pytest_agentckpt._search import SEARCH_GC_THRESHOLD
+
+    from .toolkit import toolbox
+
+    seen: list[tuple[tuple[int, int, int], int]] = []
+
+    def agent(*args: object, **kwargs: object) -> object:
+        seen.append((gc.get_threshold(), gc.get_freeze_count()))
+        return reference_agent.run(*args, retry_backoff=0.0, **kwargs)  # type: ignore[arg-type]
+
+    functools.update_wrapper(agent, reference_agent.run)
+    saved = gc.get_threshold()
+    gc.set_threshold(*before)
+    try:
+        fuzz(agent, toolbox(), max_examples=3, seed=1, database=InMemoryExampleDatabase(), unsafe_tools="ignore")
+        after = gc.get_threshold()
+    finally:
+        gc.set_threshold(*saved)
+    assert after == before
+    assert gc.get_freeze_count() == 0
+    expected = (SEARCH_GC_THRESHOLD, *before[1:]) if 0 < before[0] < SEARCH_GC_THRESHOLD else before
+    # The examples' runs (the last ones: a run to see whether the agent streams comes first).
+    threshold, frozen = seen[-1]
+    assert threshold == expected
+    assert frozen > 0  # the heap alive before the search is left out of the collector's passes
