@@ -1342,6 +1342,13 @@ def _check_request(request: Mapping[str, Any], path: str) -> str | None:
             return "max_tokens: Input should be a valid integer"
         if limit < 1:
             return "max_tokens: Input should be greater than or equal to 1"
+    stops = request.get("stop_sequences")
+    if stops is not None:
+        if not isinstance(stops, list):
+            return "stop_sequences: Input should be a valid list"
+        for index, stop in enumerate(stops):
+            if not isinstance(stop, str):
+                return f"stop_sequences.{index}: Input should be a valid string"
     tools = request.get("tools")
     names: set[Any] = set()
     for index, tool in enumerate(tools if isinstance(tools, list) else ()):

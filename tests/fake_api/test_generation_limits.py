@@ -193,3 +193,19 @@ def test_a_batch_requests_limits_end_its_reply_too() -> None:
     assert {name: reply.stop_reason for name, reply in replies.items()} == {
         "cut": "max_tokens", "stopped": "stop_sequence", "whole": "end_turn"}
     assert replies["cut"].usage.output_tokens == 8 and replies["stopped"].stop_sequence == "END"
+
+
+@pytest.mark.parametrize(
+    ("stops", "message"),
+    [
+        ("END", "stop_sequences: Input should be a valid list"),
+        (["END", 3], "stop_sequences.1: Input should be a valid string"),
+        ([None], "stop_sequences.0: Input should be a valid string"),
+    ],
+)
+def test_stop_sequences_that_are_not_a_list_of_strings_are_a_400_as_with_the_api(stops: Any, message: str) -> None:
+    # Before: each was taken and answered, where the API refuses the request.
+    api = FakeMessagesAPI(Plan((), ANSWER))
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        api.client(max_retries=0).messages.create(model="m", max_tokens=64, messages=GO, stop_sequences=stops)
+    assert caught.value.status_code == 400 and message in str(caught.value)
