@@ -949,19 +949,48 @@ def _key_advice(done: list[Event], *, reasked: str | None = None, issued: frozen
         )
     shown = ", ".join(repr(k) for k in dict.fromkeys(keys))
     why = _WHY_KEYS_DIFFER[reasked if len(set(keys)) > 1 else None]
+    renumbered = False
     if reasked is None and issued and len(set(keys)) > 1:
         # The model was not asked again, yet the keys differ: when one key holds an id the
         # model issued and another holds none, the call's id changed on the agent's side.
         holds = [next((i for i in issued if i and i in str(k)), None) for k in keys]
         if any(holds) and not all(holds):
             held = next(h for h in holds if h)
+            renumbered = True
             why = (
                 f"one key holds the tool_use id {held!r} the model issued, another holds no id the "
                 "model ever issued: the call's id changed between the reply and the repeat (a "
                 "serializer or a framework that renumbers call ids when it saves or loads the "
                 "history). Keep every tool_use id as the API gave it."
             )
+    counted = _counted_apart(keys) if reasked is None and not renumbered else None
+    if counted is not None:
+        why = (
+            f"the keys differ only in a number ({counted}): a counter in the key (a step, "
+            "call or attempt number) counted otherwise on the resume. A counter that "
+            "counts failed tries or retries (a model call retried by the agent, a step "
+            "that failed once), or calls made since the attempt began, shifts when a "
+            "resume replays fewer or more of them. Number a step by what every attempt "
+            "replays alike (the recorded steps), or key the call by the task and its "
+            "tool_use id. (A number drawn at random for each attempt does this too.)"
+        )
     return f"The tool honours idempotency keys, but the calls came with different keys ({_cut(shown)}): {why}"
+
+
+def _counted_apart(keys: list[Any]) -> str | None:
+    """``"1 and 2"`` when the keys are alike but for one small number (a counter: below
+    10,000, so a timestamp or a random id is not taken for one), else ``None``."""
+    shapes = {tuple(re.split(r"(\d+)", str(key))) for key in keys}
+    if len(shapes) < 2 or len({len(shape) for shape in shapes}) != 1:
+        return None
+    columns = list(zip(*shapes, strict=True))
+    differing = [i for i, column in enumerate(columns) if len(set(column)) > 1]
+    if len(differing) != 1 or differing[0] % 2 == 0:  # odd places hold the digit runs
+        return None
+    numbers = sorted({int(n) for n in columns[differing[0]]})
+    if numbers[-1] >= 10_000:
+        return None
+    return " and ".join(str(n) for n in numbers)
 
 
 def _cut(text: str, limit: int = 160) -> str:

@@ -396,6 +396,17 @@ def test_the_api_reference_names_objects_that_exist() -> None:
         assert obj.__doc__, f"{name} has no docstring"
 
 
+def test_the_api_reference_lists_every_root_export() -> None:
+    # DEFAULT_FAULT_KINDS, which the docs tell users to import, was missing from the list.
+    import pytest_agentckpt
+
+    text = (DOCS / "api.md").read_text(encoding="utf-8")
+    listed = text[text.index("## `pytest_agentckpt`") : text.index("::: pytest_agentckpt\n")]
+    missing = [name for name in pytest_agentckpt.__all__ if f"`{name}`" not in listed]
+    helpers = re.findall(r"^::: pytest_agentckpt\.fake_api\.(\w+)$", text, re.M)
+    assert not [name for name in missing if name not in helpers], missing
+
+
 def test_the_docstring_extension_fences_doctests_and_roles() -> None:
     sys.path.insert(0, str(DOCS))
     try:

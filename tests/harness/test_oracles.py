@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import pytest
+
 from pytest_agentckpt.oracles import (
     ORACLES,
     Baseline,
@@ -259,6 +261,35 @@ def test_a_repeated_effect_of_a_key_honouring_tool_is_never_excused() -> None:
     )
     violations, _ = no_duplicate_effect(keyed, _baseline({put: 1}), FLAGS, completed=True)
     assert "different keys ('k-1', 'k-2')" in violations[0].message
+
+
+@pytest.mark.parametrize(
+    ("keys", "says"),
+    [
+        (("wf-7/step-2/t1", "wf-7/step-1/t1"), "the keys differ only in a number (1 and 2)"),
+        (("t1-1733580000123", "t1-1733580000456"), None),  # a timestamp is no counter
+        (("f54d-t1", "e6bc-t1"), None),
+    ],
+    ids=["step-counter", "timestamp", "random"],
+)
+def test_keys_that_differ_only_in_a_small_number_are_blamed_on_a_counter(keys: tuple[str, str], says: str | None) -> None:
+    # An outside round's durable workflow retried a failed model call itself and numbered
+    # its steps by every try: on the resume the same call had another step number. The
+    # report advised a workflow id and step number, which the agent already used.
+    put = ("put", '{"to":"a"}')
+    timeline = _timeline(
+        _response(("t1", "put", {"to": "a"})),
+        ("effect", {"tool": "put", "input": {"to": "a"}, "key": keys[0]}),
+        ("crash", {"point": "after_tool_effect", "occurrence": 1}),
+        ("attempt", {}),
+        ("effect", {"tool": "put", "input": {"to": "a"}, "key": keys[1]}),
+    )
+    [violation], _ = no_duplicate_effect(timeline, _baseline({put: 1}), FLAGS, completed=True)
+    assert "different keys" in violation.message
+    if says is None:
+        assert "differ only in a number" not in violation.message
+    else:
+        assert says in violation.message and "counted otherwise on the resume" in violation.message
 
 
 def test_an_error_answered_before_the_effect_is_not_blamed_for_a_repeat_after_it() -> None:
