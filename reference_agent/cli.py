@@ -460,9 +460,21 @@ def _readable_listing(
     return list(lister(status=status, on_unreadable=unreadable.append)), unreadable
 
 
-def _report_unreadable(task_id: str, store_url: str | None) -> None:
+def _report_unreadable(task_id: str, store_url: str | None, error: BaseException | str | None = None) -> None:
+    if isinstance(error, UnsupportedSchemaVersionError):
+        print(f"skipped {_shown(task_id)}: written with schema_version {error.found}, which this "
+              f"version reads up to {error.supported}; left as it is (upgrade pytest-agentckpt to "
+              "read it)", file=sys.stderr)
+        return
+    if isinstance(error, _Disagrees):
+        print(f"skipped {_shown(task_id)}: {error}; left as it is", file=sys.stderr)
+        return
     print(f"skipped {_shown(task_id)}: unreadable, left as it is "
           f"(to delete it: {_delete_command(task_id, store_url)})", file=sys.stderr)
+
+
+class _Disagrees(Exception):
+    """A task the listing shows as finished whose checkpoint says otherwise."""
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -477,7 +489,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     finally:
         store.close()
     for exc in unreadable:
-        _report_unreadable(exc.task_id, args.store)
+        _report_unreadable(exc.task_id, args.store, exc)
     failed = 1 if unreadable else 0
     if args.json:
         _print_json([r.model_dump(mode="json") for r in rows])
@@ -531,33 +543,50 @@ def cmd_prune(args: argparse.Namespace) -> int:
     store = _open(args.store, read_only=True)
     pruned: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []
+    errors: list[BaseException] = []
+
+    def skip(task_id: str, exc: BaseException) -> None:
+        # A head whose status cannot be read is listed for every status: once.
+        if all(entry["task_id"] != task_id for entry in skipped):
+            skipped.append({"task_id": task_id, "error": str(exc)})
+            errors.append(exc)
+
     try:
         for status in statuses:
             rows, unreadable = _readable_listing(store, status)
             for exc in unreadable:
-                # A head whose status cannot be read is listed for every status: once.
-                if all(entry["task_id"] != exc.task_id for entry in skipped):
-                    skipped.append({"task_id": exc.task_id, "error": str(exc)})
+                skip(exc.task_id, exc)
             for row in rows:
                 if row.updated_at >= cutoff:
                     continue
+                # Listed, then checked again on the checkpoint itself (a dry run too, so
+                # that it says what a prune would do): a task saved since the listing is
+                # kept, and so is one whose checkpoint is not the finished one the listing
+                # shows (a listing out of step with the checkpoints: never delete on it).
+                try:
+                    current = store.load(row.task_id)
+                except (CorruptCheckpointError, UnsupportedSchemaVersionError) as exc:
+                    # One damaged task does not stop the others' pruning.
+                    skip(row.task_id, exc)
+                    continue
+                if current is None or current.version != row.version:
+                    continue
+                if current.status != status or row.status != status or current.updated_at >= cutoff:
+                    skip(row.task_id, _Disagrees(
+                        f"the store lists it as {status}, last saved {row.updated_at:%Y-%m-%d %H:%M:%S}, "
+                        f"but its checkpoint says {current.status}, last saved "
+                        f"{current.updated_at:%Y-%m-%d %H:%M:%S} (the store's listing is out of step with "
+                        "its checkpoints)"
+                    ))
+                    continue
                 if not args.dry_run:
-                    # Listed, then checked again: a task saved since the listing is kept.
-                    try:
-                        current = store.load(row.task_id)
-                    except (CorruptCheckpointError, UnsupportedSchemaVersionError) as exc:
-                        # One damaged task does not stop the others' pruning.
-                        skipped.append({"task_id": row.task_id, "error": str(exc)})
-                        continue
-                    if current is None or current.version != row.version:
-                        continue
                     store.delete(row.task_id)
                 pruned.append({"task_id": row.task_id, "status": row.status,
                                "updated_at": row.updated_at.isoformat()})
     finally:
         store.close()
-    for entry in skipped:
-        _report_unreadable(entry["task_id"], args.store)
+    for entry, exc in zip(skipped, errors, strict=True):
+        _report_unreadable(entry["task_id"], args.store, exc)
     if args.json:
         _print_json({"dry_run": args.dry_run, "pruned": pruned, "skipped": skipped})
         return 1 if skipped else 0

@@ -473,6 +473,54 @@ def test_list_and_prune_name_an_unreadable_task_and_go_on_with_the_others(
         store.close()
 
 
+@pytest.mark.parametrize("dry_run", [False, True], ids=["prune", "dry-run"])
+def test_prune_never_deletes_a_task_whose_checkpoint_is_running_though_the_listing_says_finished(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], dry_run: bool
+) -> None:
+    # An outside round: the status column said completed, the stored head running (a
+    # restore, a hand edit, another tool's write). prune listed it by the column, checked
+    # only the version, and deleted a running task's ledger; its output said "running".
+    path = tmp_path / "c.db"
+    store = open_store(f"sqlite:///{path}")
+    store.save(Checkpoint(task_id="keep", status="running", iteration=7))
+    store.save(Checkpoint(task_id="done", status="completed"))
+    store.close()
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE checkpoints SET status = 'completed' WHERE task_id = 'keep'")
+    db.close()
+    time.sleep(0.2)
+    argv = ["prune", "--older-than", "0.1s", "--store", f"sqlite:///{path}", "--json"]
+    assert main(argv + (["--dry-run"] if dry_run else [])) == 1
+    out, err = capsys.readouterr()
+    report = json.loads(out)
+    assert [r["task_id"] for r in report["pruned"]] == ["done"]
+    assert [s["task_id"] for s in report["skipped"]] == ["keep"]
+    assert "skipped keep: the store lists it as completed" in err and "its checkpoint says running" in err
+    assert "to delete it" not in err
+    store = open_store(f"sqlite:///{path}")
+    kept = store.load("keep")
+    assert kept is not None and (kept.status, kept.iteration) == ("running", 7)
+    assert (store.load("done") is None) is not dry_run
+    store.close()
+
+
+def test_list_names_a_task_of_a_newer_schema_as_one_to_upgrade_for_not_to_delete(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "c.db"
+    store = open_store(f"sqlite:///{path}")
+    store.save(Checkpoint(task_id="new", status="completed"))
+    store.close()
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE checkpoints SET head = CAST(replace(CAST(head AS TEXT), "
+                   "'\"schema_version\":1', '\"schema_version\":99') AS BLOB)")
+    db.close()
+    assert main(["list", "--store", f"sqlite:///{path}"]) == 1
+    err = capsys.readouterr().err
+    assert "skipped new: written with schema_version 99" in err and "upgrade pytest-agentckpt" in err
+    assert "to delete it" not in err
+
+
 _FORGED_ID = "t\n+fake-row  completed\x1b[2J\u202e"  # a newline, a clear-screen sequence, a bidi override
 
 
