@@ -585,8 +585,8 @@ def cmd_prune(args: argparse.Namespace) -> int:
                                "updated_at": row.updated_at.isoformat()})
     finally:
         store.close()
-    for entry, exc in zip(skipped, errors, strict=True):
-        _report_unreadable(entry["task_id"], args.store, exc)
+    for entry, error in zip(skipped, errors, strict=True):
+        _report_unreadable(entry["task_id"], args.store, error)
     if args.json:
         _print_json({"dry_run": args.dry_run, "pruned": pruned, "skipped": skipped})
         return 1 if skipped else 0
