@@ -256,7 +256,12 @@ class S3Store:
             raise InvalidStoreURLError(f"{redact_url(url)!r}: {_NO_TTL}")
         check_params("S3", url, params, _PARAMS)
         if params.get("endpoint_url"):
-            split_url(params["endpoint_url"])
+            endpoint = split_url(params["endpoint_url"])
+            if endpoint.scheme not in ("http", "https") or not endpoint.netloc:
+                raise InvalidStoreURLError(
+                    f"{redact_url(url)!r}: endpoint_url must be an http:// or https:// URL with a "
+                    "host, such as endpoint_url=http://127.0.0.1:8333"
+                )
         boto3 = _import_boto3()
         from botocore.config import Config
 

@@ -139,8 +139,8 @@ def redact_url(url: str) -> str:
         if value and is_secret_name(name):
             pieces.append(piece.partition("=")[0] + "=" + REDACTED)
             changed = True
-        elif "://" in value:
-            inner = redact_url(value)
+        elif "://" in value or "@" in value:
+            inner = redact_url(value) if "://" in value else _redact_authority(value)
             if inner != value:
                 pieces.append(piece.partition("=")[0] + "=" + quote(inner, safe=":/@*[]"))
                 changed = True
@@ -154,6 +154,20 @@ def redact_url(url: str) -> str:
     before, _, rest = url.partition("?")
     fragment = rest.partition("#")[2]
     return f"{before}?{'&'.join(pieces)}" + (f"#{fragment}" if fragment else "")
+
+
+def _as_url(value: str) -> str:
+    """A parameter value that may be an authority without a scheme (``key:pw@host:9000``,
+    ``//key:pw@host``) as a URL whose userinfo the functions here can find."""
+    return "x:" + value if value.startswith("//") else "x://" + value
+
+
+def _redact_authority(value: str) -> str:
+    """:func:`redact_url` of a parameter value given without a scheme (an ``endpoint_url``
+    of ``key:pw@host:9000``: the driver refuses it, quoting it)."""
+    redacted = redact_url(_as_url(value))
+    prefix = "x:" if value.startswith("//") else "x://"
+    return redacted[len(prefix):] if redacted.startswith(prefix) else value
 
 
 def url_secrets(url: str) -> tuple[str, ...]:
@@ -187,6 +201,8 @@ def url_secrets(url: str) -> tuple[str, ...]:
                 found.update((raw, value, unquote(raw)))
             elif "://" in value:
                 pending.append(value)
+            elif "@" in value:
+                pending.append(_as_url(value))
     return tuple(sorted((s for s in found if s), key=len, reverse=True))
 
 

@@ -54,6 +54,9 @@ REDACTED_FORMS = [
     (f"s3://b/p?aws_secret_access_key={SECRET}&region=eu-west-1", "s3://b/p?aws_secret_access_key=***&region=eu-west-1"),
     (f"s3://b/p?token={SECRET}", "s3://b/p?token=***"),
     (f"s3://b/p?endpoint_url=http://127.0.0.1:8333/%3Fsecret%3D{SECRET}", None),
+    # an endpoint written without its scheme (the driver refuses it, quoting it)
+    (f"s3://b/p?endpoint_url=key:{SECRET}@127.0.0.1:9000", "s3://b/p?endpoint_url=key:***@127.0.0.1:9000"),
+    (f"s3://b/p?endpoint_url=//key:{SECRET}@127.0.0.1:9000", "s3://b/p?endpoint_url=//key:***@127.0.0.1:9000"),
     (f"sqlite:///x.db?passwd={SECRET}", "sqlite:///x.db?passwd=***"),
     (f"memory://name?secret={SECRET}", "memory://name?secret=***"),
     # libpq key/value conninfo
@@ -126,6 +129,8 @@ def test_an_unreachable_store_error_never_shows_the_secret(url: str) -> None:
         f"redis://:{SECRET}@127.0.0.1/0?kye_prefix=x",
         f"redis://:{SECRET}@127.0.0.1/abc",
         f"s3://b/p?endpoint_url=http://k:{SECRET}@127.0.0.1:1&regoin=x",
+        f"s3://b/p?endpoint_url=k:{SECRET}@127.0.0.1:9000",
+        f"s3://b/p?endpoint_url=//k:{SECRET}@127.0.0.1:9000",
         f"postgresql://postgres:{SECRET}@127.0.0.1:notaport/test",
     ],
 )
