@@ -52,6 +52,7 @@ from stores import (
     CorruptCheckpointError,
     RecordedResult,
     StoreError,
+    UnstorableCheckpointError,
 )
 from stores.checkpoint import utcnow
 
@@ -393,6 +394,11 @@ class _Loop:
                     continue
                 self.emit("stopped", reason="conflict", error=str(exc))
                 raise TaskOwnedElsewhereError(self.task_id, str(exc)) from exc
+            except UnstorableCheckpointError as exc:
+                # The checkpoint's own data, not the store: every save would refuse it, so
+                # neither a retry nor going on unsaved helps. Nothing was written.
+                self.emit("stopped", reason="unstorable", error=str(exc))
+                raise
             except StoreError as exc:
                 attempt += 1
                 self._unacknowledged = [

@@ -33,7 +33,7 @@ def utcnow() -> _dt.datetime:
 class RecordedResult(BaseModel):
     """The outcome of a tool call, as it becomes a ``tool_result`` block."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
 
     content: str | list[dict[str, Any]]
     is_error: bool = False
@@ -47,7 +47,7 @@ class ActionRecord(BaseModel):
     how the agent records that it answered the model so.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
 
     tool_use_id: str
     tool_name: str
@@ -71,7 +71,7 @@ class Checkpoint(BaseModel):
     (0, 'running')
     """
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+    model_config = ConfigDict(extra="forbid", validate_assignment=False, ser_json_inf_nan="constants")
 
     schema_version: int = SCHEMA_VERSION
     task_id: str = Field(min_length=1)
@@ -106,7 +106,7 @@ class Checkpoint(BaseModel):
 class CheckpointSummary(BaseModel):
     """A checkpoint's identity and state without its history, as listings return it."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
 
     task_id: str
     status: CheckpointStatus

@@ -508,7 +508,10 @@ def encode_head(checkpoint: Checkpoint) -> bytes:
     except (PydanticSerializationError, RecursionError):
         _raise_head_problem(checkpoint)
         return dumps(checkpoint.model_dump(mode="json", exclude={"messages"}))
-    if _may_break_rules(data, 0):
+    # The models write NaN and infinities as the tokens ``NaN`` / ``Infinity`` (not as
+    # ``null``, pydantic's default, which stored a changed value without a word): seen
+    # in the bytes, the walk names the field that holds one (or finds them in a text).
+    if _may_break_rules(data, 0) or b"NaN" in data or b"Infinity" in data:
         _raise_head_problem(checkpoint)
     if not _plainly_valid(checkpoint):
         _check_schema(data)

@@ -258,6 +258,23 @@ def test_an_intent_that_cannot_be_recorded_blocks_its_action_then_resumes(crash_
     assert_survived(h, crash_free, answer)
 
 
+@pytest.mark.parametrize("url", ["memory://", "sqlite"])
+def test_a_checkpoint_no_store_can_hold_stops_the_run_at_once_naming_the_place(url: str, tmp_path: Any) -> None:
+    # An outside round: metadata with a NaN made every save fail; the run retried them as a
+    # store outage and ended with "the checkpoint store stayed unavailable for 5 attempts".
+    from stores import UnstorableCheckpointError, open_store
+
+    store = open_store(url if url != "sqlite" else f"sqlite:///{tmp_path / 'c.db'}")
+    events: list[AgentEvent] = []
+    with pytest.raises(UnstorableCheckpointError, match=r"at metadata\.a .*nan"):
+        run("n1", "g", client=FakeMessagesAPI(demo_plan()).client(), store=store,
+            tools=demo_toolbox(World()), metadata={"a": float("nan")}, on_event=events.append)
+    assert [e.kind for e in events if e.kind in ("checkpoint_failed", "stopped")] == ["stopped"]
+    assert events[-1].data["reason"] == "unstorable"
+    assert store.load("n1") is None
+    store.close()
+
+
 def test_a_lost_acknowledgement_is_not_mistaken_for_another_worker(crash_free: Harness) -> None:
     h = Harness()
     h.store.fail_after_write.update({3, 9})

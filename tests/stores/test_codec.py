@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stores import Checkpoint, CorruptCheckpointError, UnsupportedSchemaVersionError
+from stores import (
+    Checkpoint,
+    CorruptCheckpointError,
+    UnstorableCheckpointError,
+    UnsupportedSchemaVersionError,
+)
 from stores.checkpoint import SCHEMA_VERSION
 from stores.codec import decode_checkpoint, decode_summary, dumps, encode_head, encode_messages
 
@@ -125,6 +131,13 @@ def test_encode_head_gives_the_json_of_the_slow_encoding(value: object) -> None:
         metadata={"v": value},
         iteration=2,
     )
+    if isinstance(value, float) and not math.isfinite(value):
+        # Refused by both (each names one of the three places that hold it); pydantic's
+        # own JSON would have written null, a changed value stored without a word.
+        for encode in (encode_head, _slow_head):
+            with pytest.raises(UnstorableCheckpointError, match="which JSON cannot carry"):
+                encode(cp)
+        return
     assert _decoded(encode_head, cp) == _decoded(_slow_head, cp)
 
 

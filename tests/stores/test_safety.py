@@ -176,6 +176,34 @@ def test_an_integer_over_the_digit_limit_is_refused_before_writing(
     assert any_checkpoint_store.load(checkpoint.task_id) is None
 
 
+@pytest.mark.parametrize(
+    ("where", "update"),
+    [
+        ("metadata.x", {"metadata": {"x": float("nan")}}),
+        ("artifacts.a.1", {"artifacts": {"a": [1, float("inf")]}}),
+        (
+            "actions.0.input.v",
+            {"actions": [ActionRecord(tool_use_id="t", tool_name="x", idempotency_key="k", input={"v": -float("inf")})]},
+        ),
+    ],
+)  # fmt: skip
+def test_nan_and_infinities_in_the_head_are_refused_naming_the_place_on_every_store(
+    any_checkpoint_store: CheckpointStore, where: str, update: dict[str, Any]
+) -> None:
+    # An outside round: pydantic writes NaN as null, so memory://, PostgreSQL, Redis and S3
+    # stored {"x": null} for {"x": nan} without a word (SQLite refused it, as "x").
+    checkpoint = Checkpoint(task_id=_task_id(), **update)
+    with pytest.raises(UnstorableCheckpointError, match="which JSON cannot carry") as raised:
+        any_checkpoint_store.save(checkpoint)
+    assert raised.value.path == where
+    assert any_checkpoint_store.load(checkpoint.task_id) is None
+    # The words in a text are text.
+    words = Checkpoint(task_id=_task_id(), metadata={"note": "NaN, Infinity and -Infinity"})
+    any_checkpoint_store.save(words)
+    loaded = any_checkpoint_store.load(words.task_id)
+    assert loaded is not None and loaded.metadata == {"note": "NaN, Infinity and -Infinity"}
+
+
 def test_an_integer_at_the_digit_limit_round_trips(any_checkpoint_store: CheckpointStore) -> None:
     biggest = _HUGE - 1  # MAX_INT_DIGITS nines
     saved = any_checkpoint_store.save(
