@@ -296,6 +296,8 @@ def _open_world(path: str | None) -> Any:
                        "(it is created if missing)")
     try:
         return World(path)
+    except ValueError as exc:
+        raise CLIError(f"--world {path}: {str(exc).removeprefix(path + ' ')}; no checkpoint was written") from None
     except sqlite3.Error as exc:
         raise CLIError(f"--world {path}: cannot use it as the World's SQLite file ({exc}); give "
                        "the path of a World file or of a new file in a writable directory; "
@@ -334,7 +336,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     if args.model:
         # Before the store is opened: a bad key or an unreachable API writes nothing.
-        client = anthropic.Anthropic()
+        # --base-url wins over ANTHROPIC_BASE_URL (a gateway in front of the API); it was
+        # dropped without a word, and the key went to the default API.
+        client = anthropic.Anthropic(base_url=args.base_url) if args.base_url else anthropic.Anthropic()
         _preflight(client, args.model, goal)
     store = _open(args.store)
     try:

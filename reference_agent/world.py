@@ -65,7 +65,9 @@ class World:
     ``perform`` is atomic across threads and processes: the key check, the effect and
     its record happen inside one write transaction, committed with ``synchronous=FULL``
     before it returns. An exception (or a crash) inside ``effect`` rolls back, so an
-    effect is recorded if and only if it completed.
+    effect is recorded if and only if it completed. A file that holds tables other than a
+    World's (another program's, or a checkpoint store's) is refused with ``ValueError``
+    and left exactly as it is.
 
     >>> World().effects()
     []
@@ -82,6 +84,17 @@ class World:
         )
         with self._lock:
             if self.path is not None:
+                # A file of another program (or the checkpoint store's own) is left exactly
+                # as it is: nothing is set or created on it.
+                tables = {row[0] for row in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+                others = sorted(tables - {"effects", "sqlite_sequence"})
+                if others:
+                    self._conn.close()
+                    raise ValueError(
+                        f"{self.path} holds tables of another program ({', '.join(others[:3])}"
+                        f"{', ...' if len(others) > 3 else ''}), not only a World's: give the World a "
+                        "file of its own (it is created if missing); the file was left as it is"
+                    )
                 self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=FULL")
             self._conn.executescript(_SCHEMA)

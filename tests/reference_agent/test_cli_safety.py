@@ -163,6 +163,10 @@ ERROR_PATHS = [
                "--store", "sqlite:///c.db", "--json"],
               "http://agent:***@127.0.0.1", env={"ANTHROPIC_API_KEY": "bogus",
                                                  "ANTHROPIC_BASE_URL": "{closed_with_password}"}),
+    ErrorPath("run --model with --base-url unreachable: the URL given, not the default API",
+              ["run", "--task-id", "t", "--goal", "g", "--model", "claude-x", "--base-url", "{closed_with_password}",
+               "--store", "sqlite:///c.db"],
+              "cannot reach the Messages API at http://agent:***@127.0.0.1", env={"ANTHROPIC_API_KEY": "bogus"}),
     ErrorPath("--world is a directory", ["run", "--task-id", "t", "--goal", "g",
                                          "--store", "sqlite:///c.db", "--world", "w"],
               "--world w: that is a directory", setup=lambda tmp: (tmp / "w").mkdir()),
@@ -224,6 +228,26 @@ def test_verbose_logs_of_the_drivers_never_show_a_password(argv: list[str], tmp_
     assert done.returncode == 1
     assert "DEBUG" in done.stderr and "***@127.0.0.1" in done.stderr
     assert _PASSWORD not in done.stderr + done.stdout
+
+
+@pytest.mark.parametrize("which", ["another program's", "the checkpoint store's"])
+def test_world_refuses_a_file_of_another_program_and_leaves_it_byte_for_byte(tmp_path: Path, which: str) -> None:
+    # An outside round: --world created its table in such a file and set WAL mode on it.
+    world = tmp_path / "w.db"
+    if which == "another program's":
+        with sqlite3.connect(world) as db:
+            db.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
+            db.execute("INSERT INTO users (name) VALUES ('ann')")
+        db.close()
+    else:
+        _stored(world, "other", [{"role": "user", "content": "go"}])
+    before = world.read_bytes()
+    done = _cli(["run", "--task-id", "t", "--goal", "g", "--store", "sqlite:///c.db", "--world", "w.db"], tmp_path)
+    assert done.returncode == 1
+    assert "--world w.db: holds tables of another program" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert world.read_bytes() == before
+    assert not (tmp_path / "w.db-wal").exists()
 
 
 def test_inspect_shows_damaged_content_as_it_is_stored(tmp_path: Path) -> None:
