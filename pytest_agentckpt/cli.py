@@ -51,6 +51,7 @@ def _certify(args: argparse.Namespace) -> int:
     from .certify import CONTRACTS, FactoryError, StoreFactory, StoreNotEmptyError, certify
     from .certify.factory import import_from_cwd
     from .certify.report import to_json, to_markdown, to_text
+    from .certify.runner import MAX_TIMEOUT
 
     # Checked before the run: a report that cannot be written is known now, not after it.
     for option, path in (("--json", args.json), ("--markdown", args.markdown)):
@@ -61,8 +62,10 @@ def _certify(args: argparse.Namespace) -> int:
     unknown = sorted(set(only) - known)
     if unknown:
         raise _UsageError(f"--only: unknown contracts {unknown}; choose from {', '.join(sorted(known))}")
-    if args.timeout is not None and not args.timeout > 0:
-        raise _UsageError(f"--timeout {args.timeout:g}: give a positive number of seconds")
+    if args.timeout is not None and not 0 < args.timeout <= MAX_TIMEOUT:
+        raise _UsageError(
+            f"--timeout {args.timeout:g}: give a positive number of seconds, at most {MAX_TIMEOUT:g} (a day)"
+        )
     if args.only is not None and not only:
         raise _UsageError(
             f"--only {args.only!r} names no contract: give comma-separated ids from "

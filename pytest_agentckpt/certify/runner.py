@@ -276,6 +276,11 @@ def run_contract(ctx: CertifyContext, contract: Contract) -> ContractResult:
     return result(Outcome.ERROR, f"{type(error).__name__}: {error}", trace, ctx.reproduce(contract.id))
 
 
+#: The longest time limit a contract may have: a day. A longer one (``inf`` included) is
+#: refused, since the waits it bounds cannot take it (and no store needs it).
+MAX_TIMEOUT = 86400.0
+
+
 def certify(
     factory: StoreFactory | str,
     *,
@@ -318,8 +323,10 @@ def certify(
             )
     # A contract named twice runs once, in the order first named.
     contracts = [contract_by_id(c) for c in dict.fromkeys(only)] if only is not None else list(CONTRACTS)
-    if timeout is not None and not timeout > 0:
-        raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+    if timeout is not None and not 0 < timeout <= MAX_TIMEOUT:
+        raise ValueError(
+            f"timeout must be a positive number of seconds, at most {MAX_TIMEOUT:g} (a day), not {timeout!r}"
+        )
     seed = random.randrange(2**32) if seed is None else seed
     ctx = new_context(factory, seed=seed, quick=quick, scratch=scratch, timeout=timeout)
     started = time.monotonic()

@@ -241,13 +241,15 @@ def test_a_slow_correct_store_passes_with_a_higher_limit(
     assert "model_based  yes  PASS" in out
 
 
-@pytest.mark.parametrize("value", ["0", "-3"])
-def test_a_timeout_that_is_not_positive_is_a_usage_error(
+@pytest.mark.parametrize("value", ["0", "-3", "nan", "inf", "1e10"])
+def test_a_timeout_that_is_not_positive_or_past_a_day_is_a_usage_error(
     value: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    # inf and 1e10 reached the waits the limit bounds: an OverflowError with a traceback.
     code = main(["certify", "pytest_agentckpt.certify.builtin:memory", "--timeout", value])
     assert code == 2
-    assert "--timeout" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--timeout" in err and "at most 86400 (a day)" in err and "Traceback" not in err
 
 
 def test_a_factory_that_hangs_is_stopped_by_the_time_limit(

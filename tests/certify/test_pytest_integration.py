@@ -83,7 +83,7 @@ def test_a_time_limit_that_is_not_positive_is_a_usage_error(tmp_path: Path) -> N
     result = _pytest(tmp_path, "--agentckpt-certify", "pytest_agentckpt.certify.builtin:memory",
                      "--agentckpt-certify-timeout", "0")
     assert result.returncode == 4, result.stdout + result.stderr
-    assert "--agentckpt-certify-timeout must be a positive number of seconds, not 0" in result.stderr
+    assert "--agentckpt-certify-timeout must be a positive number of seconds, at most 86400 (a day), not 0" in result.stderr
 
 
 def test_the_reproduce_line_repeats_the_budget_and_the_time_limit(tmp_path: Path) -> None:
