@@ -652,7 +652,11 @@ class _Loop:
                 irreversible, idempotent = spec.irreversible, spec.idempotent
                 repeat_safe = spec.repeat_safe
             except UnknownToolError:
-                irreversible = idempotent = repeat_safe = False
+                # A tool gone from the toolbox since the call: one with an intent in the
+                # ledger was irreversible, and its outcome is unknown (never "no such
+                # tool", which would tell the model it never happened).
+                irreversible = self.cp.action(tool_use_id) is not None
+                idempotent = repeat_safe = False
             if irreversible:
                 result = self.irreversible_call(
                     tool_use_id, name, tool_input, idempotent, repeat_safe=repeat_safe

@@ -275,6 +275,29 @@ def test_a_checkpoint_no_store_can_hold_stops_the_run_at_once_naming_the_place(u
     store.close()
 
 
+def test_an_intent_of_a_tool_gone_from_the_toolbox_is_settled_as_unknown_not_as_no_such_tool() -> None:
+    # An outside round: a resume after a deploy that removed the tool answered the call
+    # "no tool named 'wire_money'" (as if it never happened) and left the intent pending.
+    from stores import ActionRecord
+
+    store = MemoryStore()
+    use = {"type": "tool_use", "id": "toolu_w", "name": "wire_money", "input": {"to": "x"}}
+    store.save(Checkpoint(
+        task_id="t", goal="g",
+        messages=[{"role": "user", "content": "g"}, {"role": "assistant", "content": [use]}],
+        actions=[ActionRecord(tool_use_id="toolu_w", tool_name="wire_money", input={"to": "x"}, idempotency_key="k")],
+    ))
+    events: list[AgentEvent] = []
+    run("t", "g", client=FakeMessagesAPI(demo_plan()).client(), store=store, tools=demo_toolbox(World()),
+        on_event=events.append)
+    calls = [e.data for e in events if e.kind == "tool_call" and e.data["tool"] == "wire_money"]
+    assert [c["outcome"] for c in calls] == ["unknown"]
+    saved = store.load("t")
+    assert saved is not None and saved.actions[0].state == "unknown"
+    answer = saved.messages[2]["content"][0]
+    assert answer["is_error"] is True and "UNKNOWN OUTCOME" in str(answer["content"])
+
+
 def test_a_lost_acknowledgement_is_not_mistaken_for_another_worker(crash_free: Harness) -> None:
     h = Harness()
     h.store.fail_after_write.update({3, 9})
