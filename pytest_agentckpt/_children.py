@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import os
+import signal
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -52,14 +53,22 @@ def process_context(*modules: str) -> ForkServerContext | SpawnContext:
     return context
 
 
-def with_environment(target: Callable[..., Any]) -> Callable[..., None]:
+def with_environment(target: Callable[..., Any], *, ignore_interrupt: bool = False) -> Callable[..., None]:
     """``target`` to run in a child, with the environment variables the parent has now:
     a store factory that reads its URL from the environment, an agent that reads its
-    settings, see what a test set a moment ago (``monkeypatch.setenv``), as with ``spawn``."""
-    return functools.partial(_in_environment, dict(os.environ), target)
+    settings, see what a test set a moment ago (``monkeypatch.setenv``), as with ``spawn``.
+
+    ``ignore_interrupt``: the child ignores SIGINT. A Ctrl-C in a terminal reaches the
+    whole process group; a child the parent stops (and kills) itself must not die of it
+    mid-write, with a traceback, before the parent's clean-up has seen what it wrote."""
+    return functools.partial(_in_environment, dict(os.environ), ignore_interrupt, target)
 
 
-def _in_environment(environ: dict[str, str], target: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+def _in_environment(
+    environ: dict[str, str], ignore_interrupt: bool, target: Callable[..., Any], *args: Any, **kwargs: Any
+) -> None:
+    if ignore_interrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.environ.clear()
     os.environ.update(environ)
     target(*args, **kwargs)

@@ -210,8 +210,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The run stops the check under way at its next step, waits for it, then deletes
         # what it wrote (its finally). A check that did not stop in time may have written
         # after that: say so, with the prefix of what it wrote.
-        if getattr(exc, "still_running", False):
-            done = ("the check under way did not stop in time, so tasks whose id starts with "
+        if getattr(exc, "still_running", False) or not getattr(exc, "cleaned", True):
+            why = ("the check under way did not stop in time" if getattr(exc, "still_running", False)
+                   else "its clean-up did not finish")
+            done = (f"{why}, so tasks whose id starts with "
                     f"{getattr(exc, 'run_id', 'certify-')}- may remain; delete them, or leave "
                     "them: later runs accept them and leave them alone")
         else:

@@ -227,7 +227,7 @@ def run_process_writers(
     lockstep = mp.Barrier(processes)
     children = [
         mp.Process(
-            target=with_environment(_process_writer),
+            target=with_environment(_process_writer, ignore_interrupt=True),
             args=(factory.spec, namespace, task_id, i, rounds, ready, go, lockstep, results),
             daemon=True,
         )

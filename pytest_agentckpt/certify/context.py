@@ -169,6 +169,8 @@ class CertifyContext:
     namespaces_isolated: bool = False
     #: The refusal, once a store with someone else's checkpoints was met.
     refusal: StoreNotEmptyError | None = None
+    #: Set by :meth:`close` when a namespace's clean-up failed: the run's tasks may remain.
+    clean_up_failed: bool = False
     _made: list[_Made] = field(default_factory=list)
     _namespaces: set[str] = field(default_factory=set)
     _counter: itertools.count[int] = field(default_factory=itertools.count)
@@ -328,12 +330,16 @@ class CertifyContext:
             return self._memo[key]  # type: ignore[no-any-return]
 
     def _delete_own(self, store: CheckpointStore) -> None:
-        """Delete this run's checkpoints from ``store``, and nothing else."""
+        """Delete this run's checkpoints from ``store``, and nothing else; raise if one
+        is still listed after."""
         mine = self.run_id + "-"
         for summary in store.list_checkpoints():
             if summary.task_id.startswith(mine):
                 with contextlib.suppress(Exception):
                     store.delete(summary.task_id)
+        left = [summary.task_id for summary in store.list_checkpoints() if summary.task_id.startswith(mine)]
+        if left:
+            raise RuntimeError(f"{len(left)} of the run's checkpoints are still listed after their delete")
 
     def close(self) -> None:
         """Remove what the run wrote and close every store it made.
@@ -373,8 +379,11 @@ class CertifyContext:
                     again = self.factory.make(namespace)
                     try:
                         self._clean(again, whole=whole)
+                        cleaned = True
                     finally:
                         again.close()
+            if not cleaned:
+                self.clean_up_failed = True
             if chosen is not None:
                 with contextlib.suppress(Exception):
                     chosen.store.close()

@@ -219,7 +219,7 @@ def run_kill_experiment(ctx: CertifyContext) -> KillExperiment:
         task_id = ctx.task_id("kill")
         receiver, sender = mp.Pipe(duplex=False)
         child = mp.Process(
-            target=with_environment(_crash_writer), args=(ctx.factory.spec, namespace, task_id, sender), daemon=True
+            target=with_environment(_crash_writer, ignore_interrupt=True), args=(ctx.factory.spec, namespace, task_id, sender), daemon=True
         )
         child.start()
         sender.close()

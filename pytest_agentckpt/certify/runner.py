@@ -193,28 +193,67 @@ class Interrupted(KeyboardInterrupt):
 def _run_bounded(function: Callable[[], Any], timeout: float,
                  ctx: CertifyContext | None = None) -> tuple[bool, Any, BaseException | None]:
     box: dict[str, Any] = {}
+    # The end is waited for on an Event, not with Thread.join: a join that a Ctrl-C
+    # interrupts leaves the thread looking finished (is_alive() False, every later join
+    # returning at once, on Python 3.11), so the clean-up ran while the check still wrote.
+    done = threading.Event()
 
     def target() -> None:
         try:
             box["value"] = function()
         except BaseException as exc:  # reported as the contract's result
             box["error"] = exc
+        finally:
+            done.set()
 
     worker = threading.Thread(target=target, daemon=True, name="agentckpt-certify")
     worker.start()
     try:
-        worker.join(timeout)
+        done.wait(timeout)
     except KeyboardInterrupt:
         if ctx is None:
             raise
         # Stop the check at its next step and wait for it, so that the clean-up that
         # follows sees everything it wrote.
         ctx.stopping.set()
-        worker.join(STOP_GRACE)
-        raise Interrupted(ctx.run_id, still_running=worker.is_alive()) from None
-    if worker.is_alive():
+        _wait_through_interrupts(done, STOP_GRACE)
+        raise Interrupted(ctx.run_id, still_running=not done.is_set()) from None
+    if not done.is_set():
         return False, None, None
     return True, box.get("value"), box.get("error")
+
+
+def _wait_through_interrupts(done: threading.Event, timeout: float, presses: int = 2) -> bool:
+    """Wait up to ``timeout`` for ``done``, through up to ``presses`` more Ctrl-Cs (a second
+    press, or the signal the other members of a process group got too); whether it is set."""
+    deadline = time.monotonic() + timeout
+    while not done.is_set() and time.monotonic() < deadline:
+        try:
+            done.wait(max(0.0, deadline - time.monotonic()))
+        except KeyboardInterrupt:
+            presses -= 1
+            if presses < 0:
+                break
+    return done.is_set()
+
+
+def _close_shielded(ctx: CertifyContext) -> bool:
+    """Run the clean-up (bounded like the rest: a store that hangs must not hang it for
+    ever); whether it removed everything the run wrote. A Ctrl-C during it does not
+    abandon it, up to two presses: abandoned, the run's tasks stayed behind while the run
+    said it had deleted them."""
+    done = threading.Event()
+    box: dict[str, bool] = {}
+
+    def close() -> None:
+        try:
+            ctx.close()
+            box["closed"] = True
+        finally:
+            done.set()
+
+    threading.Thread(target=close, daemon=True, name="agentckpt-certify-clean-up").start()
+    return _wait_through_interrupts(done, ctx.budget.contract_timeout) and box.get("closed", False) and not ctx.clean_up_failed
 
 
 #: The contracts that damage stored data on purpose (through the store's hooks).
@@ -330,6 +369,7 @@ def certify(
     seed = random.randrange(2**32) if seed is None else seed
     ctx = new_context(factory, seed=seed, quick=quick, scratch=scratch, timeout=timeout)
     started = time.monotonic()
+    interrupted: KeyboardInterrupt | None = None
     try:
         info = _prepare(ctx)
         report = CertificationReport(
@@ -360,9 +400,15 @@ def certify(
                 raise ctx.refusal
             if progress:
                 progress("done", "figures", None)
+    except KeyboardInterrupt as exc:
+        interrupted = exc
+        raise
     finally:
-        # Bounded like the rest: a store that hangs must not hang the clean-up for ever.
-        _run_bounded(ctx.close, ctx.budget.contract_timeout)
+        cleaned = _close_shielded(ctx)
+        if interrupted is not None:
+            # What the CLI says of the interrupted run: whether its tasks may remain.
+            interrupted.cleaned = cleaned  # type: ignore[attr-defined]
+            interrupted.run_id = ctx.run_id  # type: ignore[attr-defined]
     report.seconds = time.monotonic() - started
     return report
 

@@ -104,7 +104,7 @@ def probe_cross_process(ctx: CertifyContext) -> Sharing:
     ctx.new_store(namespace)  # checked empty (and cleaned up) like every namespace of the run
     task_id = ctx.task_id("xproc")
     parent_end, child_end = mp.Pipe()
-    child = mp.Process(target=with_environment(_probe_child), args=(ctx.factory.spec, namespace, task_id, child_end),
+    child = mp.Process(target=with_environment(_probe_child, ignore_interrupt=True), args=(ctx.factory.spec, namespace, task_id, child_end),
                        daemon=True)
     child.start()
     child_end.close()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -155,6 +157,23 @@ def test_ctrl_c_during_a_run_is_one_line_and_status_130_not_a_traceback(
     assert main(["certify", "pytest_agentckpt.certify.builtin:memory", "--quick"]) == 130
     err = capsys.readouterr().err
     assert "interrupted (Ctrl-C): stopped without a verdict; it deleted what it wrote" in err
+
+
+def test_ctrl_c_with_a_clean_up_that_did_not_finish_says_which_tasks_may_remain(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import pytest_agentckpt.certify as certify_module
+
+    def interrupted(*args: object, **kwargs: object) -> object:
+        exc = KeyboardInterrupt()
+        exc.cleaned, exc.run_id = False, "certify-0123456789"  # type: ignore[attr-defined]
+        raise exc
+
+    monkeypatch.setattr(certify_module, "certify", interrupted)
+    assert main(["certify", "pytest_agentckpt.certify.builtin:memory", "--quick"]) == 130
+    err = capsys.readouterr().err
+    assert "its clean-up did not finish, so tasks whose id starts with certify-0123456789- may remain" in err
+    assert "it deleted what it wrote" not in err
 
 
 def test_help_lists_the_certify_options(capsys: pytest.CaptureFixture[str]) -> None:
@@ -331,6 +350,49 @@ def test_ctrl_c_during_model_based_leaves_none_of_its_tasks(
     assert child.returncode == 130, err
     assert "it deleted what it wrote" in err
     assert sorted(p.name for p in tmp_path.rglob("*.json")) == []
+
+
+def test_ctrl_c_to_the_process_group_twice_mid_kill_experiment_leaves_none_of_its_tasks(tmp_path: Path) -> None:
+    # An outside round: a terminal's Ctrl-C reaches the writer processes too (they died
+    # with tracebacks), and timeout(1) sends SIGINT to the process and to its group: the
+    # second one cut the clean-up short (Python 3.11's Thread.join, once interrupted,
+    # says the thread has ended), and the run said it had deleted what it wrote while
+    # 30 to 45 of its tasks stayed.
+    import sqlite3
+
+    database = tmp_path / ".agentckpt" / "checkpoints.db"
+    child = subprocess.Popen(
+        [sys.executable, "-m", "pytest_agentckpt.cli", "certify", "stores:open_store", "--quick", "--no-figures",
+         "--only", "round_trip,atomic_under_kill"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, start_new_session=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
+
+    def tasks(pattern: str) -> int:
+        if not database.exists():
+            return 0
+        try:
+            with contextlib.closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=1)) as db:
+                return int(db.execute("SELECT count(*) FROM checkpoints WHERE task_id LIKE ?", (pattern,)).fetchone()[0])
+        except sqlite3.Error:
+            return 0
+
+    try:
+        deadline = time.monotonic() + 60
+        while tasks("%-kill-%") < 2:
+            assert child.poll() is None and time.monotonic() < deadline, "the kill experiment never started"
+            time.sleep(0.02)
+        os.killpg(child.pid, signal.SIGINT)
+        time.sleep(0.01)
+        os.killpg(child.pid, signal.SIGINT)
+        _, err = child.communicate(timeout=90)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 130, err
+    assert "Traceback" not in err
+    assert "it deleted what it wrote" in err
+    assert tasks("certify-%") == 0
 
 
 class _NoDelete:
