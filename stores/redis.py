@@ -304,6 +304,16 @@ class RedisStore:
             ttl = _check_ttl(params.pop("ttl", None))
         except ValueError as exc:
             raise InvalidStoreURLError(f"{redact_url(url)!r}: {exc}") from None
+        for name, value in params.items():
+            if name.endswith("timeout"):
+                try:
+                    seconds = float(value)
+                except ValueError:
+                    seconds = math.nan
+                if not (math.isfinite(seconds) and seconds > 0):
+                    raise InvalidStoreURLError(
+                        f"Redis URL {redact_url(url)!r}: {name} must be a positive number of seconds"
+                    )
         scheme = "rediss" if parts.scheme.lower().startswith("rediss") else "redis"
         driver_url = urlunsplit(parts._replace(scheme=scheme, query=urlencode(params)))
         from redis.backoff import ExponentialBackoff
@@ -323,6 +333,17 @@ class RedisStore:
         except ValueError as exc:  # redis-py: "Invalid value for 'socket_timeout' ..."
             reason = redact_text(str(exc), url_secrets(url))
             raise InvalidStoreURLError(f"Redis URL {redact_url(url)!r}: {reason}") from None
+        try:
+            # A parameter redis-py takes but cannot use on this connection (ssl_cert_reqs on
+            # redis://) or a timeout out of range fails only when a connection is made:
+            # made here, such a URL is refused as one, not as the driver's TypeError later.
+            client.connection_pool.make_connection().disconnect()
+        except (ValueError, TypeError) as exc:
+            client.close()
+            reason = redact_text(str(exc), url_secrets(url))
+            raise InvalidStoreURLError(
+                f"Redis URL {redact_url(url)!r}: redis-py refuses its connection parameters ({reason})"
+            ) from None
         store = cls(client, key_prefix=key_prefix, url=url, ttl=ttl, database=database)
         return store
 

@@ -220,9 +220,12 @@ class SQLiteStore:
         check_params("SQLite", url, params, ["busy_timeout", "synchronous", "ttl"])
         try:
             busy = int(params.get("busy_timeout", "10000"))
+            if busy < 0:
+                raise ValueError(busy)
         except ValueError:
             raise InvalidStoreURLError(
-                f"SQLite URL {redact_url(url)!r}: busy_timeout must be an integer number of milliseconds"
+                f"SQLite URL {redact_url(url)!r}: busy_timeout must be an integer number of milliseconds, "
+                "0 or more"
             ) from None
         sync = params.get("synchronous", "full")
         if sync.lower() == "off":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 import warnings
 from pathlib import Path
@@ -138,6 +139,28 @@ def test_an_invalid_url_error_never_shows_the_secret(url: str) -> None:
     with pytest.raises(InvalidStoreURLError) as raised:
         open_store(url)
     _assert_hidden(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("sqlite:///x.db?busy_timeout=-5", "busy_timeout must be an integer number of milliseconds, 0 or more"),
+        ("postgresql://127.0.0.1:1/test?pool_max_size=0", "pool_max_size must be at least 1"),
+        ("postgresql://127.0.0.1:1/test?pool_min_size=-1", "pool_min_size must be 0 or more"),
+        ("postgresql://127.0.0.1:1/test?pool_timeout=nan", "pool_timeout must be a positive number of seconds"),
+        ("postgresql://127.0.0.1:1/test?pool_timeout=-1", "pool_timeout must be a positive number of seconds"),
+        ("postgresql://127.0.0.1:1/test?connect_timeout=-1", "connect_timeout must be a number of seconds, 0 or more"),
+        ("redis://127.0.0.1:1/0?socket_timeout=-1", "socket_timeout must be a positive number of seconds"),
+        ("redis://127.0.0.1:1/0?socket_connect_timeout=nan", "socket_connect_timeout must be a positive number"),
+        ("redis://127.0.0.1:1/0?ssl_cert_reqs=none", "redis-py refuses its connection parameters"),
+    ],
+)
+def test_a_parameter_out_of_range_is_an_invalid_url_naming_it(url: str, says: str, tmp_path: Path) -> None:
+    # An outside round: these reached the Python API as the drivers' ValueError or
+    # TypeError (some only at the first call), and pool_timeout=nan or -1 was taken.
+    url = url.replace("sqlite:///x.db", f"sqlite:///{tmp_path / 'x.db'}")
+    with pytest.raises(InvalidStoreURLError, match=re.escape(says)):
+        open_store(url)
 
 
 @pytest.fixture
