@@ -722,10 +722,13 @@ def _error_answer_after_effect(
                 f"({_cut(_result_text(block.get('content')), 100)}) although its effect had happened"
             )
             crashed = any(effect.seq < c.seq < event.seq for c in timeline.of("crash"))
-            if crashed:
-                # The error was written on resume: a repair of the call the crash cut off.
+            # A run that stopped on an error (a store outage it gave up on) is resumed too.
+            stopped = crashed or any(effect.seq < a.seq < event.seq for a in timeline.of("attempt"))
+            if stopped:
+                # The error was written on resume: a repair of the call the stop cut off.
+                where = "before the crash" if crashed else "before the run stopped on an error"
                 return (
-                    f"{said}, before the crash: the resume answered the call the crash cut off "
+                    f"{said}, {where}: the resume answered the call that stop cut off "
                     "with an error (a repair's \"interrupted\"), so the model asked for it again, "
                     "under a new tool_use id. On resume, settle such a call by its kind instead: "
                     "run a keyed call again with the key it had (derived from the task and its "
@@ -734,9 +737,10 @@ def _error_answer_after_effect(
                 )
             return (
                 f"{said}: the tool raised after the effect (a failed checkpoint save, say), "
-                "and the error reached the model (the SDK's tool_runner sends any exception a "
-                "tool raises as an error result). Once the effect happened, answer the call "
-                "with its result, and record the outcome again later if the save fails."
+                "and the error reached the model (a loop such as the SDK's tool_runner sends "
+                "any exception a tool raises as an error result). Once the effect happened, "
+                "answer the call with its result, and record the outcome again later if the "
+                "save fails."
             )
     return None
 

@@ -54,7 +54,7 @@ def test_its_twin_that_answers_the_cut_off_calls_interrupted_is_caught_and_told_
         )
     assert caught.value.oracle == "no_duplicate_effect"
     # The error came from the resume's repair, not from a tool that raised after its effect.
-    assert "the resume answered the call the crash cut off with an error" in str(caught.value)
+    assert "before the crash: the resume answered the call that stop cut off with an error" in str(caught.value)
 
 
 def test_its_twin_that_loses_its_session_is_caught_without_a_claim_about_saves() -> None:
