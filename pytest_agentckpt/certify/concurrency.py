@@ -124,12 +124,32 @@ def judge_history(initial: Checkpoint, logs: list[WriterLog], final: Checkpoint 
     mixed = [m for log in logs for m in log.mixed]
     if mixed:
         # First: a load that mixes two saves is the cause a lost update would follow from.
-        problems.insert(
-            0,
-            f"{mixed[0]} ({len(mixed)} such load(s) while other writers saved): a load must read "
-            "the version and the content in one snapshot (one query, one read transaction, one "
-            "object), never in two reads a save can come between",
-        )
+        # Unless a save acknowledged a version other than the next one: then the store
+        # holds content under a version that is not that content's (a save that met a
+        # newer version and wrote again), and loads read it faithfully.
+        rewrites = [s for s in successes if s.version != s.expected + 1]
+        held = final is not None and not final.iteration == len(final.messages) == final.version - 1
+        if rewrites or held:
+            where = (
+                f"worker {rewrites[0].worker} saved from version {rewrites[0].expected} and was told "
+                f"version {rewrites[0].version}" if rewrites
+                else f"the final checkpoint, version {final.version if final else '?'}, holds another save's content"
+            )
+            problems.insert(
+                0,
+                f"{mixed[0]} ({len(mixed)} such load(s)), and {where}: a save that meets a newer "
+                "version wrote again under it (a retry that reloads and writes again, a caught "
+                "StaleDataError or failed compare), so the store holds content under a version that "
+                "is not its own. A save that finds another version must raise ConflictError and "
+                "write nothing",
+            )
+        else:
+            problems.insert(
+                0,
+                f"{mixed[0]} ({len(mixed)} such load(s) while other writers saved): a load must read "
+                "the version and the content in one snapshot (one query, one read transaction, one "
+                "object), never in two reads a save can come between",
+            )
     if final is None:
         problems.append("the task is gone after the writers finished")
         return problems

@@ -83,6 +83,23 @@ class AheadCasStore(DirectoryStore):
         return self._decode(task_id, self._encode(saved))
 
 
+class BlindRetryStore(DirectoryStore):
+    """On a version that moved on, writes again under the newer version (an outside
+    round's ORM store that caught StaleDataError, reloaded the row and wrote again)."""
+
+    def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        task_id = checkpoint.task_id
+        with self._locked(exclusive=True):
+            data = self._read(task_id)
+            stored = None if data is None else self._decode(task_id, data).version
+            if stored is None and checkpoint.version:
+                raise ConflictError(task_id, checkpoint.version, stored)
+            # The "retry": whatever version is stored now, the caller's content goes on top.
+            saved = checkpoint.model_copy(update={"version": (stored or 0) + 1, "updated_at": utcnow()})
+            self._write(task_id, self._encode(saved))
+        return self._decode(task_id, self._encode(saved))
+
+
 class TombstoneStore(DirectoryStore):
     """Deletes by writing a tombstone beside the task that load honours and the listing
     does not (a soft delete the listing query forgot)."""
@@ -925,6 +942,10 @@ def make_lists_own_tasks(namespace: str) -> ListsOwnTasksStore:
 
 def make_ahead_cas(namespace: str) -> AheadCasStore:
     return AheadCasStore(_root("ahead-cas", namespace))
+
+
+def make_blind_retry(namespace: str) -> BlindRetryStore:
+    return BlindRetryStore(_root("blind-retry", namespace))
 
 
 def make_tombstone(namespace: str) -> TombstoneStore:
