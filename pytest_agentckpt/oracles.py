@@ -723,7 +723,7 @@ def _error_answer_after_effect(
             )
             crashed = any(effect.seq < c.seq < event.seq for c in timeline.of("crash"))
             # A run that stopped on an error (a store outage it gave up on) is resumed too.
-            stopped = crashed or any(effect.seq < a.seq < event.seq for a in timeline.of("attempt"))
+            stopped = crashed or any(effect.seq < a.seq < event.seq for a in timeline.of("attempt_start"))
             if stopped:
                 # The error was written on resume: a repair of the call the stop cut off.
                 where = "before the crash" if crashed else "before the run stopped on an error"

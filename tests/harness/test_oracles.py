@@ -336,6 +336,26 @@ def test_fewer_effects_than_a_crash_free_run_that_repeated_the_call_blames_that_
     assert "an action was lost" not in violation.message and ".." not in violation.message
 
 
+def test_an_error_answer_written_after_a_run_stopped_on_an_error_is_blamed_on_that_resume() -> None:
+    # An outside round's job queue: a worker's "done" save met a store outage and the run
+    # gave up; the resume answered the call "interrupted" and the model asked again. The
+    # report said the tool raised after its effect, as in a tool_runner.
+    told = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "is_error": True,
+                                         "content": "interrupted by a restart: its outcome is unknown"}]}
+    timeline = _timeline(
+        _response(("t1", "send", {"to": "a"})),
+        _effect(),
+        ("store_save_failed", {"error": "injected store outage on save", "reason": "error"}),
+        ("attempt", {}),
+        ("model_request", {"index": 2, "messages": [GOAL, USE, told]}),
+        _response(("t2", "send", {"to": "a"})),
+        _effect(),
+    )
+    [violation], _ = no_duplicate_effect(timeline, _baseline({SEND: 1}), FLAGS, completed=True)
+    assert "before the run stopped on an error: the resume answered the call that stop cut off" in violation.message
+    assert "tool_runner" not in violation.message
+
+
 def test_a_completed_run_missing_an_effect_fails() -> None:
     timeline = _timeline(_response(("t1", "send", {"to": "a"})))
     violations, _ = no_duplicate_effect(timeline, _baseline({SEND: 1}), FLAGS, completed=True)
