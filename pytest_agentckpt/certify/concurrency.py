@@ -23,7 +23,7 @@ from stores import Checkpoint, CheckpointStore, ConflictError, CorruptCheckpoint
 from .._children import process_context, with_environment
 from .factory import StoreFactory
 
-__all__ = ["Success", "WriterLog", "judge_history", "run_process_writers", "run_thread_writers"]
+__all__ = ["Success", "WriterLog", "judge_history", "run_create_race", "run_process_writers", "run_thread_writers"]
 
 @dataclass(frozen=True)
 class Success:
@@ -298,3 +298,91 @@ def run_process_writers(
         raise TimeoutError(f"writer processes did not finish within {timeout:.0f}s (half "
                            "the limit per contract; a slow store needs a higher --timeout)")
     return [logs[i] for i in sorted(logs)]
+
+
+def run_create_race(
+    store: CheckpointStore, task_id_of: Any, *, threads: int, rounds: int, timeout: float
+) -> list[str]:
+    """Threads sharing ``store`` race to create one task (a save from version 0), half the
+    rounds just after another thread deleted it; the problems seen.
+
+    Exactly one create may succeed in a round: the others must raise ``ConflictError``
+    (an agent reads any other exception as an outage, or as a bug of its own), and the
+    task must then hold the winner's content. Two creates that both succeed erase one
+    another: a worker acts on a checkpoint that is gone.
+    """
+    problems: list[str] = []
+    deadline = time.monotonic() + timeout
+    for round_ in range(rounds):
+        if problems or time.monotonic() > deadline:
+            break
+        task_id = task_id_of(round_)
+        deleting = round_ % 2 == 1
+        if deleting:
+            store.save(Checkpoint(task_id=task_id, goal="race", messages=[{"role": "user", "content": "before"}]))
+        won, other = _create_round(store, task_id, threads, deleting, deadline)
+        where = "just after another thread deleted it" if deleting else "new"
+        if other:
+            problems.append(
+                f"{len(other)} of {threads} threads creating one task ({where}) at once raised "
+                f"{other[0]}, not ConflictError: a save that loses a race to create a task must "
+                "raise ConflictError (map the backend's unique-key or exists error to it)"
+            )
+        elif len(won) > 1:
+            problems.append(
+                f"{len(won)} of {threads} threads creating one task ({where}) at once were each told "
+                "their save from version 0 succeeded: only one may, the others must conflict (each "
+                "erased the one before; a lock or a compare that a delete removes or skips lets "
+                "two creates through)"
+            )
+        elif won:
+            loaded = store.load(task_id)
+            content = [m.get("content") for m in loaded.messages] if loaded is not None else None
+            if content != [won[0]]:
+                problems.append(
+                    f"a task created by one of {threads} racing threads ({where}) holds {content}, "
+                    f"not the content of the one create acknowledged ({won[0]!r})"
+                )
+    return problems
+
+
+def _create_round(
+    store: CheckpointStore, task_id: str, threads: int, deleting: bool, deadline: float
+) -> tuple[list[str], list[str]]:
+    """One round of :func:`run_create_race`: the markers whose create succeeded, and the
+    errors other than a conflict or a store error (an outage says nothing of the race)."""
+    lockstep = threading.Barrier(threads + (1 if deleting else 0))
+    won: list[str] = []
+    other: list[str] = []
+
+    def create(worker: int) -> None:
+        marker = f"create-w{worker}"
+        try:
+            lockstep.wait(30)
+            store.save(Checkpoint(task_id=task_id, goal="race", messages=[{"role": "user", "content": marker}]))
+            won.append(marker)
+        except (ConflictError, StoreError, threading.BrokenBarrierError):
+            pass
+        except Exception as exc:
+            other.append(f"{type(exc).__name__}: {exc}")
+
+    def delete() -> None:
+        try:
+            lockstep.wait(30)
+            store.delete(task_id)
+        except (StoreError, threading.BrokenBarrierError):
+            pass
+        except Exception as exc:
+            other.append(f"{type(exc).__name__} from delete: {exc}")
+
+    workers = [threading.Thread(target=create, args=(i,), daemon=True) for i in range(threads)]
+    if deleting:
+        workers.append(threading.Thread(target=delete, daemon=True))
+    for thread in workers:
+        thread.start()
+    for thread in workers:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    if any(thread.is_alive() for thread in workers):
+        raise TimeoutError("threads racing to create a task did not finish within a quarter of the "
+                           "limit per contract (a slow store needs a higher --timeout)")
+    return won, other

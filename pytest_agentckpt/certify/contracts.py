@@ -34,7 +34,7 @@ from stores import (
 from stores.codec import dumps
 
 from .comparison import first_difference
-from .concurrency import judge_history, run_process_writers, run_thread_writers
+from .concurrency import judge_history, run_create_race, run_process_writers, run_thread_writers
 from .context import CertifyContext, ContractFailed, NotApplicable, NotCheckable
 from .crash import KillExperiment, run_kill_experiment
 from .factory import new_namespace
@@ -473,10 +473,23 @@ def _lost_update_verdict(ctx: CertifyContext, contract_id: str, initial: Checkpo
     return f"{how}: {successes} acknowledged saves, {conflicts} conflicts, no update lost"
 
 
+#: Rounds of threads racing to create one task (half of them just after a delete).
+CREATE_RACE_ROUNDS = 40
+
+
 def check_concurrent_threads(ctx: CertifyContext) -> str:
     store = ctx.new_store()
-    initial = store.save(Checkpoint(task_id=ctx.task_id("threads"), goal="race"))
     budget = ctx.budget
+    # Creates first: threads racing to save one new task from version 0, half the rounds
+    # just after a delete of it (two outside rounds' stores let two creates through, or
+    # raised their database's unique-key error).
+    created = run_create_race(
+        store, lambda round_: ctx.task_id(f"create{round_}"), threads=budget.threads,
+        rounds=CREATE_RACE_ROUNDS, timeout=budget.contract_timeout / 4,
+    )
+    if created:
+        raise ContractFailed(created[0], "\n".join(created[1:]), ctx.reproduce("lost_update_threads"))
+    initial = store.save(Checkpoint(task_id=ctx.task_id("threads"), goal="race"))
     logs = run_thread_writers(
         store, initial.task_id, threads=budget.threads, rounds=budget.saves_per_thread,
         timeout=budget.contract_timeout / 2,
@@ -1140,7 +1153,8 @@ CONTRACTS: tuple[Contract, ...] = (
              "Random programs of load/save/delete/list agree with a reference model at every "
              "step, catching bugs no hand-written sequence thought of.", check_model_based),
     Contract("lost_update_threads", "No lost update (threads)", True,
-             "Threads sharing one instance race load-modify-save: every acknowledged save "
+             "Threads sharing one instance race to create a task (one create wins, the others "
+             "conflict, after a delete too), then race load-modify-save: every acknowledged save "
              "is in the final history, no two succeed from the same version.",
              check_concurrent_threads),
     Contract("lost_update_processes", "No lost update (processes)", True,

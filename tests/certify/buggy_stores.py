@@ -92,10 +92,52 @@ class BlindRetryStore(DirectoryStore):
         with self._locked(exclusive=True):
             data = self._read(task_id)
             stored = None if data is None else self._decode(task_id, data).version
-            if stored is None and checkpoint.version:
-                raise ConflictError(task_id, checkpoint.version, stored)
+            if (stored is None and checkpoint.version) or (stored is not None and not checkpoint.version):
+                raise ConflictError(task_id, checkpoint.version, stored)  # creates are checked
             # The "retry": whatever version is stored now, the caller's content goes on top.
             saved = checkpoint.model_copy(update={"version": (stored or 0) + 1, "updated_at": utcnow()})
+            self._write(task_id, self._encode(saved))
+        return self._decode(task_id, self._encode(saved))
+
+
+class UnlockedCreateStore(DirectoryStore):
+    """Creates a task (a save from version 0) without the lock, after checking that it is
+    absent: two creates racing both pass the check (an outside round's store whose lock
+    file lived in the task's directory, which a delete removed)."""
+
+    def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        if checkpoint.version:
+            return super().save(checkpoint)
+        task_id = checkpoint.task_id
+        if self._read(task_id) is not None:
+            raise ConflictError(task_id, 0, self._decode(task_id, self._read(task_id) or b"").version)
+        time.sleep(0.002)  # between the check and the write
+        saved = checkpoint.model_copy(update={"version": 1, "updated_at": utcnow()})
+        self._write(task_id, self._encode(saved))
+        return self._decode(task_id, self._encode(saved))
+
+
+class DuplicateKeyError(Exception):
+    """A database's unique-key error, as its driver raises it."""
+
+
+class UniqueKeyStore(DirectoryStore):
+    """Checks that a task is absent before it creates it, then inserts under the lock; the
+    insert that loses a race raises the database's unique-key error, not ConflictError
+    (an outside round's ORM store, whose IntegrityError was not mapped)."""
+
+    def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        if checkpoint.version:
+            return super().save(checkpoint)
+        task_id = checkpoint.task_id
+        data = self._read(task_id)
+        if data is not None:
+            raise ConflictError(task_id, 0, self._decode(task_id, data).version)
+        time.sleep(0.002)  # the round trip between the check and the insert
+        with self._locked(exclusive=True):
+            if self._read(task_id) is not None:
+                raise DuplicateKeyError(f"UNIQUE constraint failed: tasks.key ({task_id})")
+            saved = checkpoint.model_copy(update={"version": 1, "updated_at": utcnow()})
             self._write(task_id, self._encode(saved))
         return self._decode(task_id, self._encode(saved))
 
@@ -113,13 +155,15 @@ class TombstoneStore(DirectoryStore):
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
         if self._tomb(checkpoint.task_id).exists():
             with self._locked(exclusive=True):
-                self._file(checkpoint.task_id).unlink(missing_ok=True)
-                self._tomb(checkpoint.task_id).unlink()
+                if self._tomb(checkpoint.task_id).exists():  # another create may have cleared it
+                    self._file(checkpoint.task_id).unlink(missing_ok=True)
+                    self._tomb(checkpoint.task_id).unlink()
         return super().save(checkpoint)
 
     def delete(self, task_id: str) -> None:
-        if self._file(task_id).exists():
-            self._tomb(task_id).write_bytes(b"")
+        with self._locked(exclusive=True):
+            if self._file(task_id).exists():
+                self._tomb(task_id).write_bytes(b"")
 
 
 class ReturnsGivenStore(DirectoryStore):
@@ -177,8 +221,10 @@ class TornStore(DirectoryStore):
         super()._write(task_id, json.dumps(record, ensure_ascii=False).encode("utf-8"))
 
     def delete(self, task_id: str) -> None:
-        super().delete(task_id)
-        self._file(task_id).with_suffix(".msgs").unlink(missing_ok=True)
+        # Both files under the lock: its planted bug is the save's, not a delete racing it.
+        with self._locked(exclusive=True):
+            self._file(task_id).unlink(missing_ok=True)
+            self._file(task_id).with_suffix(".msgs").unlink(missing_ok=True)
 
 
 class AliasingStore(DirectoryStore):
@@ -946,6 +992,14 @@ def make_ahead_cas(namespace: str) -> AheadCasStore:
 
 def make_blind_retry(namespace: str) -> BlindRetryStore:
     return BlindRetryStore(_root("blind-retry", namespace))
+
+
+def make_unlocked_create(namespace: str) -> UnlockedCreateStore:
+    return UnlockedCreateStore(_root("unlocked-create", namespace))
+
+
+def make_unique_key(namespace: str) -> UniqueKeyStore:
+    return UniqueKeyStore(_root("unique-key", namespace))
 
 
 def make_tombstone(namespace: str) -> TombstoneStore:
