@@ -29,7 +29,7 @@ from stores import Checkpoint, CheckpointStore, ConflictError
 
 from .._children import process_context, with_environment
 from .comparison import first_difference
-from .context import CertifyContext
+from .context import CertifyContext, ContractFailed
 from .factory import StoreFactory, new_namespace
 from .generators import REWRITE_EVERY, generation_checkpoint, generation_of
 
@@ -83,8 +83,26 @@ def _crash_writer(spec: str, namespace: str, task_id: str, conn: Any) -> None:
             store.save(generation_checkpoint(task_id, generation, version=generation - 1))
             conn.send(("ack", generation))
         conn.send(("done", MAX_GENERATIONS))
+    except ConflictError as exc:
+        # The only writer of its task, saving from the version its last save returned:
+        # the store disagrees with itself (said plainly by the parent, not as a traceback).
+        conn.send(("conflict", f"{exc} (the save of generation {generation}, from version {generation - 1})"))
     except BaseException:
         conn.send(("error", traceback.format_exc()))
+
+
+def _writer_failed(kind: str, value: Any) -> None:
+    """Raise what a writer process reported, if it failed (``kind`` "error" or "conflict")."""
+    if kind == "conflict":
+        raise ContractFailed(
+            f"the writer process, the only writer of its task, got ConflictError: {value}. It "
+            "saves each generation from the version its previous save returned, so the store "
+            "disagrees with itself about the version: save returns another version than it "
+            "stored, or a load or compare reads another version than the newest (a newest "
+            "picked by the text of a name, v9 after v10, say)"
+        )
+    if kind == "error":
+        raise RuntimeError(f"the writer process failed:\n{value}")
 
 
 def _judge_mix(loaded: Checkpoint) -> str | None:
@@ -193,8 +211,7 @@ def _aim(receiver: Any, last_ack: int, warm_until: float, aim_append: bool,
             break
         kind, value = receiver.recv()
         now = time.monotonic()
-        if kind == "error":
-            raise RuntimeError(f"the writer process failed:\n{value}")
+        _writer_failed(kind, value)
         if kind == "done":
             return last_ack, True
         last_ack = value
@@ -230,6 +247,7 @@ def run_kill_experiment(ctx: CertifyContext) -> KillExperiment:
             kind, value = receiver.recv()
             if kind == "error":
                 raise RuntimeError(f"the writer process failed before its first save:\n{value}")
+            _writer_failed(kind, value)
             last_ack = value
             first_ack = time.monotonic()
             # Let it run a little (from the seed, so a round can be replayed), then aim:
@@ -250,8 +268,8 @@ def run_kill_experiment(ctx: CertifyContext) -> KillExperiment:
                     last_ack = value
                 elif kind == "done":
                     finished = True
-                elif kind == "error":
-                    raise RuntimeError(f"the writer process failed:\n{value}")
+                else:
+                    _writer_failed(kind, value)
         finally:
             if child.is_alive():
                 child.kill()

@@ -272,9 +272,15 @@ def run_contract(ctx: CertifyContext, contract: Contract) -> ContractResult:
 
     if not finished:
         limit = ctx.budget.contract_timeout
+        shrinking = (
+            " (or Hypothesis found a failure and is shrinking it to the smallest program: it "
+            "reports the failure once the shrink ends, and a store slower than a millisecond a "
+            "call makes that take minutes)"
+            if contract.id == "model_based" else ""
+        )
         return result(Outcome.ERROR, f"did not finish within {limit:g}s, the limit per contract: "
-                      "a store call may hang, or the store is slow; a slow store needs a higher "
-                      f"limit (--timeout SECONDS, e.g. --timeout {limit * 4:g})",
+                      f"a store call may hang, or the store is slow{shrinking}; a slow store needs a "
+                      f"higher limit (--timeout SECONDS, e.g. --timeout {limit * 4:g})",
                       reproduce=ctx.reproduce(contract.id))
     if error is None:
         return result(Outcome.PASSED, str(note))

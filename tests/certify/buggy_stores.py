@@ -142,6 +142,31 @@ class UniqueKeyStore(DirectoryStore):
         return self._decode(task_id, self._encode(saved))
 
 
+class TextNewestStore(DirectoryStore):
+    """Keeps every version in a file of its own, ``<task>.v<N>``, and takes the newest by
+    the text of its name: version 9 after version 10 (an outside round's store)."""
+
+    def _versions(self, task_id: str) -> list[Path]:
+        return sorted(self.root.glob(self._file(task_id).name + ".v*"), key=lambda p: p.name)
+
+    def _read(self, task_id: str) -> bytes | None:
+        versions = self._versions(task_id)
+        return versions[-1].read_bytes() if versions else None
+
+    def _write(self, task_id: str, data: bytes) -> None:
+        version = self._decode(task_id, data).version
+        path = self.root / f"{self._file(task_id).name}.v{version}"
+        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-")
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(tmp, path)
+
+    def delete(self, task_id: str) -> None:
+        with self._locked(exclusive=True):
+            for path in self._versions(task_id):
+                path.unlink(missing_ok=True)
+
+
 class TombstoneStore(DirectoryStore):
     """Deletes by writing a tombstone beside the task that load honours and the listing
     does not (a soft delete the listing query forgot)."""
@@ -1000,6 +1025,10 @@ def make_unlocked_create(namespace: str) -> UnlockedCreateStore:
 
 def make_unique_key(namespace: str) -> UniqueKeyStore:
     return UniqueKeyStore(_root("unique-key", namespace))
+
+
+def make_text_newest(namespace: str) -> TextNewestStore:
+    return TextNewestStore(_root("text-newest", namespace))
 
 
 def make_tombstone(namespace: str) -> TombstoneStore:

@@ -315,6 +315,9 @@ def test_a_store_that_calls_its_own_writing_corrupt_in_a_writer_process_fails_wi
     # A save that writes again under the newer version: its loads mix two saves too, but
     # they read faithfully what the store holds; the report blamed them.
     ("blind_retry", "lost_update_threads", "a save that meets a newer version wrote again under it"),
+    # The kill experiment's writer got ConflictError from the only writer of its task: an
+    # ERROR with nested tracebacks of certify's own, where a plain failure was promised.
+    ("text_newest", "atomic_under_kill", "so the store disagrees with itself about the version"),
 ])
 def test_the_report_names_the_planted_bug_not_a_neighbour(name: str, only: str, words: str) -> None:
     report = certify(f"tests.certify.buggy_stores:make_{name}", quick=True, seed=SEED, only=[only], figures=False)
