@@ -40,6 +40,9 @@ def test_a_history_outside_the_messages_is_warned_of_not_passed_silently(pyteste
     assert "overriding the agentckpt_history fixture" in output
     strict = pytester.runpytest(*ARGS, "--agentckpt-chaos", "-W", "error::pytest_agentckpt.NotCheckableWarning")
     strict.assert_outcomes(failed=2)
+    # The warning's text alone, not a traceback through the plugin's hook (an outside round).
+    assert "NotCheckableWarning: agentckpt: recorded_work_not_redone was not checkable" in strict.stdout.str()
+    assert "fixtures/chaos.py" not in strict.stdout.str()
 
 
 def test_with_agentckpt_history_the_event_sourced_agents_bug_is_caught(pytester: pytest.Pytester) -> None:
