@@ -26,6 +26,7 @@ from .oracles import (
     ToolFlags,
     UnsafeTool,
     Violation,
+    answer_in_doubt,
     completed_idempotent,
     ended_on_pause,
     give_up_advice,
@@ -119,7 +120,14 @@ def _judge(
     violations = valid_sequence(main, validate_messages, error_type=InvalidHistoryError)
     duplicates, unsafe = no_duplicate_effect(main, baseline, flags, completed=outcome.completed)
     violations += duplicates
-    violations += same_answer(outcome.answer, baseline, completed=outcome.completed, timeline=main)
+    answered = same_answer(outcome.answer, baseline, completed=outcome.completed, timeline=main)
+    if answered:
+        # Unless an unsafe tool's outcome was hidden from every agent: reported as such.
+        excuses = answer_in_doubt(main, flags, baseline, outcome.answer)
+        if excuses:
+            unsafe += excuses
+            answered = []
+    violations += answered
     violations += iteration_monotone(main, budget=budget)
     missing = history_not_found(main)
     if missing is None:

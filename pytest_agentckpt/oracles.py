@@ -58,6 +58,7 @@ __all__ = [
     "ToolFlags",
     "UnsafeTool",
     "Violation",
+    "answer_in_doubt",
     "completed_idempotent",
     "effects_in_doubt",
     "ended_on_pause",
@@ -168,8 +169,21 @@ class UnsafeTool:
     input: dict[str, Any]
     times: int
     expected: int
+    #: The effect was not repeated, but the run's answer differs from the crash-free run's:
+    #: the resume could only report the outcome unknown (see :func:`answer_in_doubt`).
+    answer: str | None = None
 
     def describe(self) -> str:
+        if self.answer is not None:
+            return (
+                f"tool {self.tool!r} is unsafe: the attempt ended (a crash, or the agent raised or "
+                f"stopped) after its effect {_short(self.input)} and before any durable record of "
+                "its outcome, so the resume could only answer it \"outcome unknown\", and the run "
+                f"then answered {_short(self.answer)}, not as the crash-free run did; no agent can "
+                "know that outcome. Make the tool honour idempotency keys (and declare it so: "
+                "kinds={...: \"keyed\"} in Toolbox.from_functions, or ToolSpec(idempotent=True)) "
+                "or give it a way to check what happened."
+            )
         return (
             f"tool {self.tool!r} is unsafe: its effect {_short(self.input)} happened {self.times} "
             f"times (crash-free: {self.expected}) because the attempt ended (a crash, or the agent "
@@ -1174,6 +1188,52 @@ def effects_in_doubt(timeline: Timeline) -> set[int]:
 
 # The name this had when only crashes ended an attempt.
 _effects_lost_to_crash = effects_in_doubt
+
+
+def answer_in_doubt(
+    timeline: Timeline, tools: Mapping[str, ToolFlags], baseline: Baseline, answer: str | None
+) -> list[UnsafeTool]:
+    """The unsafe tools that excuse an answer other than the crash-free run's, if any.
+
+    An effect of an irreversible tool that honours no key, whose attempt ended before any
+    durable record of its outcome (:func:`effects_in_doubt`), and whose call a later
+    request answered with an error (the resume's "outcome unknown"): no agent could know
+    that outcome, so the model's answer may differ (an agent that plans once and asks the
+    model only for its summary has no turn in which the model could check). Nothing else
+    excuses a different answer.
+    """
+    doubtful = effects_in_doubt(timeline)
+    excuses: list[UnsafeTool] = []
+    for event in timeline.of("effect"):
+        if event.seq not in doubtful:
+            continue
+        tool = event.data["tool"]
+        flags = tools.get(tool)
+        if flags is not None:
+            flags = flags.for_input(event.data["input"])
+        if flags is None or not flags.can_duplicate or flags.idempotent:
+            continue
+        if not any(_answers_with_error(request, block, tool) for request, block in _sent_results(timeline, after=event.seq)):
+            continue
+        key = (tool, canonical(event.data["input"]))
+        times = sum(1 for e in timeline.of("effect") if (e.data["tool"], canonical(e.data["input"])) == key)
+        if times > baseline.effects.get(key, 0):
+            continue  # repeated: no_duplicate_effect judges it
+        excuses.append(UnsafeTool(tool, event.data["input"], times, baseline.effects.get(key, 0), answer=answer or ""))
+    return excuses
+
+
+def _answers_with_error(request: Event, block: Mapping[str, Any], tool: str) -> bool:
+    """Whether ``block`` (a tool_result of ``request``) answers a call of ``tool`` with an error."""
+    if not block.get("is_error"):
+        return False
+    wanted = block.get("tool_use_id")
+    for message in request.data.get("messages") or ():
+        content = message.get("content") if isinstance(message, Mapping) else None
+        for use in content if isinstance(content, list) else ():
+            if isinstance(use, Mapping) and use.get("type") == "tool_use" and use.get("id") == wanted:
+                return use.get("name") == tool
+    return False
 
 
 def give_up_advice(timeline: Timeline) -> list[Advice]:

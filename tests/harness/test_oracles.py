@@ -11,6 +11,7 @@ from pytest_agentckpt.oracles import (
     ORACLES,
     Baseline,
     ToolFlags,
+    answer_in_doubt,
     completed_idempotent,
     effect_counts,
     iteration_monotone,
@@ -354,6 +355,37 @@ def test_an_error_answer_written_after_a_run_stopped_on_an_error_is_blamed_on_th
     [violation], _ = no_duplicate_effect(timeline, _baseline({SEND: 1}), FLAGS, completed=True)
     assert "before the run stopped on an error: the resume answered the call that stop cut off" in violation.message
     assert "tool_runner" not in violation.message
+
+
+@pytest.mark.parametrize(
+    ("case", "excused"),
+    [("in doubt", True), ("recorded first", False), ("keyed tool", False), ("not told unknown", False)],
+)
+def test_an_answer_that_differs_after_an_unsafe_tools_hidden_outcome_is_the_tools_not_the_agents(
+    case: str, excused: bool
+) -> None:
+    # An outside round's plan-then-execute agent: the crash came after an unkeyed call's
+    # effect and before its outcome was saved; the resume answered the call "outcome
+    # unknown", and the model's summary then differed. same_answer blamed the agent.
+    tool = "put" if case == "keyed tool" else "send"
+    use = {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": tool, "input": {"to": "a"}}]}
+    told = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "is_error": case != "not told unknown",
+                                         "content": "outcome unknown: check before doing it again"}]}
+    timeline = _timeline(
+        _response(("t1", tool, {"to": "a"})),
+        _effect(tool),
+        *([_save([GOAL, use])] if case == "recorded first" else []),
+        ("crash", {"point": "after_tool_effect", "occurrence": 1}),
+        ("attempt", {}),
+        ("model_request", {"index": 2, "messages": [GOAL, use, told]}),
+    )
+    baseline = _baseline({(tool, '{"to":"a"}'): 1}, answer="done")
+    assert same_answer("it may not have happened", baseline, completed=True, timeline=timeline)
+    excuses = answer_in_doubt(timeline, FLAGS, baseline, "it may not have happened")
+    assert bool(excuses) is excused
+    if excused:
+        assert excuses[0].tool == "send"
+        assert "could only answer it \"outcome unknown\", and the run then answered" in excuses[0].describe()
 
 
 def test_a_completed_run_missing_an_effect_fails() -> None:
