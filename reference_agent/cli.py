@@ -297,7 +297,7 @@ def _open_world(path: str | None) -> Any:
     try:
         return World(path)
     except ValueError as exc:
-        raise CLIError(f"--world {path}: {str(exc).removeprefix(path + ' ')}; no checkpoint was written") from None
+        raise CLIError(f"--world {path}: {str(exc).removeprefix(f'{Path(path)} ')}; no checkpoint was written") from None
     except sqlite3.Error as exc:
         raise CLIError(f"--world {path}: cannot use it as the World's SQLite file ({exc}); give "
                        "the path of a World file or of a new file in a writable directory; "
@@ -546,14 +546,12 @@ def cmd_prune(args: argparse.Namespace) -> int:
         ) from None
     store = _open(args.store, read_only=True)
     pruned: list[dict[str, Any]] = []
-    skipped: list[dict[str, Any]] = []
-    errors: list[BaseException] = []
+    # Why each task was left, by task id: a head whose status cannot be read is listed for
+    # every status, and named once.
+    skipped_by: dict[str, BaseException] = {}
 
     def skip(task_id: str, exc: BaseException) -> None:
-        # A head whose status cannot be read is listed for every status: once.
-        if all(entry["task_id"] != task_id for entry in skipped):
-            skipped.append({"task_id": task_id, "error": str(exc)})
-            errors.append(exc)
+        skipped_by.setdefault(task_id, exc)
 
     try:
         for status in statuses:
@@ -589,8 +587,9 @@ def cmd_prune(args: argparse.Namespace) -> int:
                                "updated_at": row.updated_at.isoformat()})
     finally:
         store.close()
-    for entry, error in zip(skipped, errors, strict=True):
-        _report_unreadable(entry["task_id"], args.store, error)
+    skipped = [{"task_id": task_id, "error": str(error)} for task_id, error in skipped_by.items()]
+    for task_id, error in skipped_by.items():
+        _report_unreadable(task_id, args.store, error)
     if args.json:
         _print_json({"dry_run": args.dry_run, "pruned": pruned, "skipped": skipped})
         return 1 if skipped else 0

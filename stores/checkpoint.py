@@ -106,7 +106,7 @@ class Checkpoint(BaseModel):
 class CheckpointSummary(BaseModel):
     """A checkpoint's identity and state without its history, as listings return it."""
 
-    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
+    model_config = ConfigDict(extra="forbid")
 
     task_id: str
     status: CheckpointStatus

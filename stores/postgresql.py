@@ -243,16 +243,15 @@ class PostgresStore:
                 f"PostgreSQL URL {redact_url(url)!r}: a pool or timeout parameter is not a number "
                 f"({exc})"
             ) from None
-        problem = (
-            "pool_min_size must be 0 or more" if min_size < 0
-            else f"pool_max_size must be at least 1 and at least pool_min_size ({min_size})"
-            if max_size < max(1, min_size)
-            else "pool_timeout must be a positive number of seconds"
-            if not (math.isfinite(pool_timeout) and pool_timeout > 0)
-            else "connect_timeout must be a number of seconds, 0 or more"
-            if not (math.isfinite(connect_timeout) and connect_timeout >= 0)
-            else None
-        )
+        problem = None
+        if min_size < 0:
+            problem = "pool_min_size must be 0 or more"
+        elif max_size < max(1, min_size):
+            problem = f"pool_max_size must be at least 1 and at least pool_min_size ({min_size})"
+        elif not (math.isfinite(pool_timeout) and pool_timeout > 0):
+            problem = "pool_timeout must be a positive number of seconds"
+        elif not (math.isfinite(connect_timeout) and connect_timeout >= 0):
+            problem = "connect_timeout must be a number of seconds, 0 or more"
         if problem is not None:
             raise InvalidStoreURLError(f"PostgreSQL URL {redact_url(url)!r}: {problem}")
         try:

@@ -336,8 +336,10 @@ class RedisStore:
         try:
             # A parameter redis-py takes but cannot use on this connection (ssl_cert_reqs on
             # redis://) or a timeout out of range fails only when a connection is made:
-            # made here, such a URL is refused as one, not as the driver's TypeError later.
-            client.connection_pool.make_connection().disconnect()
+            # made here (outside the pool: it counts only what it made), such a URL is
+            # refused as one, not as the driver's TypeError later.
+            pool = client.connection_pool
+            pool.connection_class(**pool.connection_kwargs).disconnect()
         except (ValueError, TypeError) as exc:
             client.close()
             reason = redact_text(str(exc), url_secrets(url))

@@ -165,8 +165,9 @@ def _as_url(value: str) -> str:
 def _redact_authority(value: str) -> str:
     """:func:`redact_url` of a parameter value given without a scheme (an ``endpoint_url``
     of ``key:pw@host:9000``: the driver refuses it, quoting it)."""
-    redacted = redact_url(_as_url(value))
-    prefix = "x:" if value.startswith("//") else "x://"
+    url = _as_url(value)
+    prefix = url[: len(url) - len(value)]
+    redacted = redact_url(url)
     return redacted[len(prefix):] if redacted.startswith(prefix) else value
 
 
