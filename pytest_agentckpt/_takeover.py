@@ -12,12 +12,17 @@ situation at every point of a crash-free run:
    runs it to the end;
 3. A wakes up and goes on, as a paused process does, until it returns or raises.
 
+Each point is run a second time with the workers interleaved mid-run: B pauses right
+after its first save of the task, A wakes up and goes on until it returns, then B goes on
+to the end.
+
 The oracles:
 
-- ``no_lost_update``: once B has finished, nothing A writes may change the checkpoint B
-  left. An agent that answers a ``ConflictError`` by loading the newer version and saving
+- ``no_lost_update``: once B has saved (finished, or paused mid-run), nothing A writes
+  may change the checkpoint B left. An agent that answers a ``ConflictError`` by loading the newer version and saving
   its own state on top erases B's work (the classic "refresh the version and retry", and
-  what an upsert does). A design that deletes its checkpoint on success leaves nothing to
+  what an upsert does); one that does so only over a version still running (it checks the
+  status, not the version) erases it mid-run. A design that deletes its checkpoint on success leaves nothing to
   lose: what a re-run of it does is the completed-task oracle's to judge, in ``fuzz``;
   but an A that held a version and writes the task again after B deleted it made its
   save with a version it did not hold (an upsert): the finished task is running again;
@@ -100,11 +105,14 @@ class _Point:
     #: Worker B's answer, when it returned one.
     answer: Any = None
     answered: bool = False
-    #: Set when worker B waited the whole ``wait`` while A was held: where B was waiting.
+    #: Set when worker B waited the whole ``wait`` while A was held (or, mid-run, A the
+    #: whole ``wait`` while B was paused): where the waiting worker was.
     blocked: str | None = None
+    #: Worker A woke up while worker B, paused after its first save, was still running the task.
+    midrun: bool = False
 
     def describe(self) -> str:
-        return f"worker A held at {self.point} #{self.occurrence}"
+        return f"worker A held at {self.point} #{self.occurrence}" + (" (woken while B runs)" if self.midrun else "")
 
 
 class TakeoverFailure(AssertionError):
@@ -154,12 +162,27 @@ class _WatchedStore(FaultyStore):
 
     watching: list[dict[str, Any] | None] | None = None
     task_id: str = ""
+    #: Set (mid-run) while worker B runs: its first save of the task that goes through
+    #: pauses it there, with ``paused`` set, until ``go_on`` is.
+    pause_next_save: bool = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.paused = threading.Event()
+        self.go_on = threading.Event()
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
         watching = self.watching
         saved = super().save(checkpoint)
-        if watching is not None and saved.task_id == self.task_id:
+        if saved.task_id != self.task_id:
+            return saved
+        if watching is not None:
             watching.append(_dump(saved))
+        if self.pause_next_save:
+            self.pause_next_save = False
+            self.injector.timeline.add("held", point="worker B's save", version=saved.version)
+            self.paused.set()
+            self.go_on.wait()
         return saved
 
     def delete(self, task_id: str) -> None:
@@ -266,21 +289,31 @@ def takeover(
                     stats.points += len(chosen_points) - n
                     stats.blocked += len(chosen_points) - n
                     break
-                result = _run_point(executor, plan, crash.point, crash.occurrence, wait)
-                if result is None:
+                # Each point twice: A wakes once B has finished the task, then (if that
+                # passed) while B, paused after its first save, still runs it.
+                verdict: _Point | None = None
+                for midrun in (False, True):
+                    result = _run_point(executor, plan, crash.point, crash.occurrence, wait, midrun=midrun)
+                    if result is None:
+                        break
+                    verdict = result
+                    if result.blocked is not None:
+                        break
+                    result.violations += same_answer(result.answer, baseline, completed=result.answered)
+                    for found in _repeated_unkeyed(result.timeline, executor.flags, baseline.effects):
+                        unsafe.setdefault((found.tool, canonical(found.input)), found)
+                    if result.violations:
+                        break
+                if verdict is None:
                     stats.unreached += 1
                     continue
                 stats.points += 1
-                if result.blocked is not None:
+                if verdict.blocked is not None:
                     stats.blocked += 1
-                    blocked.append(result)
-                    continue
-                result.violations += same_answer(result.answer, baseline, completed=result.answered)
-                for found in _repeated_unkeyed(result.timeline, executor.flags, baseline.effects):
-                    unsafe.setdefault((found.tool, canonical(found.input)), found)
-                if result.violations:
+                    blocked.append(verdict)
+                elif verdict.violations:
                     stats.failed += 1
-                    failures.append(result)
+                    failures.append(verdict)
                 else:
                     stats.passed += 1
             if blocked:
@@ -359,7 +392,9 @@ def _stored(executor: Any, task_id: str) -> dict[str, Any] | None:
     return _dump(executor.store.load(task_id))
 
 
-def _run_point(executor: Any, plan: Any, point: str, occurrence: int, wait: float) -> _Point | None:
+def _run_point(
+    executor: Any, plan: Any, point: str, occurrence: int, wait: float, *, midrun: bool = False
+) -> _Point | None:
     from reference_agent.offline import FakeMessagesAPI
     from reference_agent.scripted import PlanModel
     from reference_agent.validation import InvalidHistoryError, validate_messages
@@ -379,7 +414,7 @@ def _run_point(executor: Any, plan: Any, point: str, occurrence: int, wait: floa
     store = _WatchedStore(executor.store, injector, history=executor.history)
     store.task_id = task_id
     tools = InstrumentedToolbox(executor.tools, executor.world, injector)
-    result = _Point(point, occurrence, timeline)
+    result = _Point(point, occurrence, timeline, midrun=midrun)
     outcome_a: list[BaseException | None] = []
     answer_a: list[Any] = []
 
@@ -413,12 +448,16 @@ def _run_point(executor: Any, plan: Any, point: str, occurrence: int, wait: floa
         # not hang the takeover.
         b_attempts: set[int] = set()
         raised_b: list[BaseException] = []
+        b_ended = threading.Event()
 
         def worker_b() -> None:
             try:
                 resume_b()
             except BaseException as exc:  # a crash or an interrupt: raised in the caller's thread
                 raised_b.append(exc)
+            finally:
+                b_ended.set()
+                store.paused.set()  # a B that ends without pausing wakes the wait below too
 
         def resume_b() -> None:
             for n in range(_B_ATTEMPTS):
@@ -447,17 +486,29 @@ def _run_point(executor: Any, plan: Any, point: str, occurrence: int, wait: floa
                 break
 
         thread_b = threading.Thread(target=worker_b, name="agentckpt-worker-b", daemon=True)
+        # Mid-run, B pauses after its first save of the task: A then wakes up while the
+        # task is B's and still running (a worker that checks the status, not the
+        # version, before writing over it is caught only so). A B that never saves (it
+        # found the task done) ends instead, and the point is judged as the other kind.
+        store.pause_next_save = midrun
         thread_b.start()
-        thread_b.join(wait)
-        if thread_b.is_alive():
+        store.paused.wait(wait)
+        store.pause_next_save = False  # B paused, ended, or is blocked: no other save pauses
+        if not store.paused.is_set():
             # B waits on something A holds while it is paused. Both workers are threads of
             # one process here, so that may be a lock of the process, which a worker in
             # another process would not wait for: the point is not checkable, not failed.
             result.blocked = _where(thread_b)
             injector.release()
+            store.go_on.set()
             thread.join(wait)
             thread_b.join(wait)
             return result
+        if not b_ended.is_set():
+            return _wake_a_while_b_runs(
+                executor, result, thread, thread_b, injector, store, b_attempts, raised_b, outcome_a, answer_a, wait
+            )
+        thread_b.join(wait)
         if raised_b:
             raise raised_b[0]
         b_wrote = any(e.attempt in b_attempts for e in timeline.of("store_save", "store_delete"))
@@ -472,11 +523,8 @@ def _run_point(executor: Any, plan: Any, point: str, occurrence: int, wait: floa
             result.violations.append(
                 Violation("worker_hung", f"worker A did not return within {wait:g} s of waking up")
             )
-        elif outcome_a and outcome_a[0] is not None:
-            error = outcome_a[0]
-            timeline.add("attempt_end", outcome="error", detail=f"{type(error).__name__}: {error}")
         else:
-            timeline.add("attempt_end", outcome="answer", detail=f"worker A returned {answer_a[0]!r:.200}" if answer_a else "worker A returned")
+            _a_ended(timeline, outcome_a, answer_a)
         store.watching = None
         # Only a checkpoint B wrote and left can be lost: a B that found the task done wrote
         # nothing, and one that deleted the checkpoint on success left nothing but the
@@ -500,13 +548,87 @@ def _run_point(executor: Any, plan: Any, point: str, occurrence: int, wait: floa
         return result
     finally:
         injector.release()
+        store.go_on.set()
         api.remove_hook(injector.model_hook)
         api.remove_hook(rules)
         executor.store.delete(task_id)
 
 
+def _a_ended(timeline: Timeline, outcome_a: list[BaseException | None], answer_a: list[Any]) -> None:
+    """Record how worker A's run ended, once it returned or raised after waking up."""
+    if outcome_a and outcome_a[0] is not None:
+        error = outcome_a[0]
+        timeline.add("attempt_end", outcome="error", detail=f"{type(error).__name__}: {error}")
+    else:
+        timeline.add(
+            "attempt_end",
+            outcome="answer",
+            detail=f"worker A returned {answer_a[0]!r:.200}" if answer_a else "worker A returned",
+        )
+
+
+def _wake_a_while_b_runs(
+    executor: Any,
+    result: _Point,
+    thread: threading.Thread,
+    thread_b: threading.Thread,
+    injector: _HoldingInjector,
+    store: _WatchedStore,
+    b_attempts: set[int],
+    raised_b: list[BaseException],
+    outcome_a: list[BaseException | None],
+    answer_a: list[Any],
+    wait: float,
+) -> _Point:
+    """Worker B is paused after its first save of the task: A wakes up and goes on until
+    it returns, then B goes on to the end. Nothing A writes meanwhile may change what B
+    left: the task is B's, running, at a version A never held."""
+    from reference_agent.validation import InvalidHistoryError, validate_messages
+
+    timeline = result.timeline
+    taken_over = _stored(executor, store.task_id)
+    woken = timeline.start_attempt("worker A wakes up while worker B runs the task")
+    injector.attempt_started()
+    writes: list[dict[str, Any] | None] = []
+    store.watching = writes
+    injector.release()
+    thread.join(wait)
+    store.watching = None
+    if thread.is_alive():
+        # A waits on something the paused B holds (a lock of the process, as B waits on
+        # the held A's in the other kind of point): not checkable, not failed.
+        result.blocked = _where(thread)
+        store.go_on.set()
+        thread.join(wait)
+        thread_b.join(wait)
+        return result
+    _a_ended(timeline, outcome_a, answer_a)
+    after = _stored(executor, store.task_id)
+    changed = [w for w in [*writes, after] if w != taken_over]
+    if changed:
+        result.violations.append(_lost_update(taken_over, changed[0], timeline, woken, running=True))
+    result.violations += _went_on(timeline, executor.flags, woken)
+    b_attempts.add(timeline.start_attempt("worker B goes on"))
+    injector.attempt_started()
+    store.go_on.set()
+    thread_b.join(wait)
+    if thread_b.is_alive():
+        result.violations.append(
+            Violation("worker_hung", f"worker B did not finish the task within {wait:g} s once worker A had returned")
+        )
+    elif raised_b:
+        raise raised_b[0]
+    result.violations += valid_sequence(timeline, validate_messages, error_type=InvalidHistoryError)
+    return result
+
+
 def _lost_update(
-    before: dict[str, Any] | None, after: dict[str, Any] | None, timeline: Timeline, woken: int
+    before: dict[str, Any] | None,
+    after: dict[str, Any] | None,
+    timeline: Timeline,
+    woken: int,
+    *,
+    running: bool = False,
 ) -> Violation:
     saves = [e for e in timeline.of("store_save") if e.attempt == woken]
     what = "deleted it" if after is None else "changed it"
@@ -519,6 +641,12 @@ def _lost_update(
     advice = (
         "On a ConflictError the task belongs to another worker: stop, and do not load the "
         "newer version to save your own state on top of it"
+        + (
+            " (that the newer version is still running does not make the task yours: "
+            "the worker that took it over is running it)"
+            if running
+            else ""
+        )
         if conflicted
         else "A never met a ConflictError: its saves went through with a version it did not "
         "hold (learnt from a fresh load just before, as an upsert does, or none at all). Save "
@@ -526,10 +654,15 @@ def _lost_update(
         "checked without a fence on each save does not stop a worker whose lease ran out "
         "while it was paused"
     )
+    when = (
+        "while worker B, which had taken the task over, was running it (paused after a save)"
+        if running
+        else "after worker B had taken the task over and finished it"
+    )
     return Violation(
         "no_lost_update",
-        f"after worker B had taken the task over and finished it, worker A, waking up, {what} "
-        f"({len(saves)} save(s) of its own went through): B's work is lost. {advice}",
+        f"{when}, worker A, waking up, {what} ({len(saves)} save(s) of its own went through): "
+        f"B's work is lost. {advice}",
     )
 
 
@@ -558,11 +691,20 @@ def _warn_blocked(blocked: list[_Point], wait: float, total: int) -> None:
 
     first = blocked[0]
     where = f", waiting at {first.blocked}" if first.blocked else ""
+    if first.midrun:
+        who = (
+            f"worker A, woken up, waited {wait:g} s on something worker B held while paused after "
+            f"a save (A had been held at {first.point} #{first.occurrence}){where}"
+        )
+    else:
+        who = (
+            f"worker B waited {wait:g} s on something worker A held while paused at "
+            f"{first.point} #{first.occurrence}{where}"
+        )
     warnings.warn(
-        f"agentckpt takeover: {total} point(s) not checkable: worker B waited {wait:g} s on "
-        f"something worker A held while paused at {first.point} #{first.occurrence}{where}. Both "
+        f"agentckpt takeover: {total} point(s) not checkable: {who}. Both "
         "workers are threads of one process here: a lock of the process (a threading.Lock or "
-        "asyncio.Lock per task) makes B wait for A, which a worker in another process would not. "
+        "asyncio.Lock per task) makes one wait for the other, which a worker in another process would not. "
         "If it is a lock every worker sees (a database or Redis lock), give it a lease that expires: "
         "a paused worker holding it forever bricks its task",
         NotCheckableWarning,
@@ -650,6 +792,11 @@ def _report(plan: Any, failures: list[_Point], stats: TakeoverStats) -> str:
         lines.append(f"  {result.describe()}: {head.oracle}{also}: {head.message}")
     first = failures[0]
     lines.append(f"plan: {plan.to_dict()}")
-    lines.append(f"timeline of {first.describe()} (attempt 1: worker A; then worker B's; the last: worker A woken up):")
+    order = (
+        "attempt 1: worker A; then worker B's, paused after a save; worker A woken up; worker B going on"
+        if first.midrun
+        else "attempt 1: worker A; then worker B's; the last: worker A woken up"
+    )
+    lines.append(f"timeline of {first.describe()} ({order}):")
     lines.append(first.timeline.format())
     return "\n".join(lines)

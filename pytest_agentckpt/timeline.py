@@ -157,6 +157,8 @@ class Timeline:
         if kind == "crash":
             return f"CRASH at {d['point']} (occurrence {d['occurrence']})"
         if kind == "held":
+            if "version" in d:  # worker B, paused after a save while it runs the task
+                return f"HELD after its save of version {d['version']}: worker B pauses while running the task"
             return f"HELD at {d['point']} (occurrence {d['occurrence']}): another worker takes the task over"
         if kind == "tool_call":
             return f"tool call {d['tool']}({_short(d['input'], 60)}) key={d.get('key')}"

@@ -45,6 +45,9 @@ class Bugs:
     #: On a lost compare-and-set, load the newer version and save this worker's own state
     #: on top of it (the usual first "fix" of a ConflictError seen in production).
     overwrite_on_conflict: bool = False
+    #: The same, but only over a version still running: a completed task is left alone (a
+    #: worker that checks the status, not the version, before writing over a checkpoint).
+    overwrite_running_on_conflict: bool = False
     #: On resume, drop the ``tool_use`` blocks of the last reply that have no result (and
     #: the reply, if nothing else is left) and ask the model again: the "degrade
     #: gracefully" recovery of session libraries.
@@ -90,9 +93,14 @@ class _Agent:
         try:
             self.cp = self.store.save(self.cp)
         except ConflictError:
-            if self.bugs.overwrite_on_conflict:
-                # BUG: the other worker's checkpoint is erased by this one's older state.
+            current = None
+            if self.bugs.overwrite_running_on_conflict:
                 current = self.store.load(self.task_id)
+                if current is not None and current.status != "running":
+                    raise  # "someone finished it": the only case this worker backs off in
+            if self.bugs.overwrite_on_conflict or self.bugs.overwrite_running_on_conflict:
+                # BUG: the other worker's checkpoint is erased by this one's older state.
+                current = current or self.store.load(self.task_id)
                 self.cp.version = 0 if current is None else current.version
                 self.cp = self.store.save(self.cp)
                 return

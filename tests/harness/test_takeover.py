@@ -27,7 +27,7 @@ from pytest_agentckpt import (
     UnsafeToolWarning,
     takeover,
 )
-from tests.buggy_agents import common_design, overwrite_on_conflict
+from tests.buggy_agents import common_design, overwrite_on_conflict, overwrite_running_on_conflict
 from tests.buggy_agents._loop import Bugs, make_agent
 from tests.harness.toolkit import search, toolbox
 from tests.zoo.agents import SOUND as ZOO
@@ -90,6 +90,53 @@ def test_saving_on_top_of_the_newer_version_is_a_lost_update() -> None:
     # Held before the run's first save, A has nothing to lose to B yet: A's first write
     # creates the task, and B finds it.
     assert "iteration_start #1" not in failing or failing["iteration_start #1"] != "same_answer"
+
+
+def test_overwriting_only_a_running_task_is_caught_mid_run_alone() -> None:
+    # It backs off from a task it finds completed: once B has finished, A stops. Only
+    # mid-run, with B paused after a save, does its "still running, so it is mine" show.
+    with pytest.raises(TakeoverFailure) as caught:
+        takeover(overwrite_running_on_conflict.run, toolbox(), plans=[PLAN])
+    failing = _failing(caught)
+    assert failing and set(failing.values()) == {"no_lost_update"}, failing
+    assert all(where.endswith("(woken while B runs)") for where in failing), failing
+    report = str(caught.value)
+    assert "while worker B, which had taken the task over, was running it (paused after a save)" in report
+    assert "does not make the task yours" in report
+    assert "HELD after its save of version" in report and "worker B goes on" in report
+    # The sound loop it was planted in passes both passes of every point.
+    assert takeover(make_agent(Bugs()), toolbox(), plans=[PLAN]).failed == 0
+
+
+class _LockedSaves:
+    """A store wrapper that takes a lock of the process, per task, around each save."""
+
+    locks: collections.defaultdict[str, threading.Lock] = collections.defaultdict(threading.Lock)
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def save(self, checkpoint: Any) -> Any:
+        with self.locks[checkpoint.task_id]:
+            return self._store.save(checkpoint)
+
+
+def _locked_saves(task_id: str, goal: str, *, client: Any, store: Any, tools: Any) -> str:
+    return make_agent(Bugs())(task_id, goal, client=client, store=_LockedSaves(store), tools=tools)
+
+
+def test_a_woken_worker_waiting_on_a_lock_the_paused_one_holds_is_not_checkable() -> None:
+    # B pauses after its first save, which the takeover's store makes inside the agent's
+    # lock around it: A, woken up, waits at its next save. In one process that is the
+    # lock, not the agent: not checkable, not hung; the warning says which worker waited.
+    plan = Plan((Step((ToolCall("search", {"query": "crash"}),)),), "done")
+    with pytest.warns(NotCheckableWarning, match="worker A, woken up, waited 0.3 s on something worker B held") as seen:
+        stats = takeover(_locked_saves, toolbox(), plans=[plan], wait=0.3, max_points=4)
+    assert stats.failed == 0 and stats.blocked >= 1, stats.summary()
+    assert "while paused after a save" in str(seen[0].message)
 
 
 def test_the_common_designs_upsert_writes_back_a_task_the_other_worker_finished() -> None:
