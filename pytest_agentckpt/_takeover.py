@@ -512,13 +512,7 @@ def _run_point(
         if raised_b:
             raise raised_b[0]
         b_wrote = any(e.attempt in b_attempts for e in timeline.of("store_save", "store_delete"))
-        taken_over = _stored(executor, task_id)
-        woken = timeline.start_attempt("worker A wakes up")
-        injector.attempt_started()
-        writes: list[dict[str, Any] | None] = []
-        store.watching = writes
-        injector.release()
-        thread.join(wait)
+        taken_over, woken, writes = _wake_a(executor, store, injector, thread, wait, "worker A wakes up")
         if thread.is_alive():
             result.violations.append(
                 Violation("worker_hung", f"worker A did not return within {wait:g} s of waking up")
@@ -567,6 +561,21 @@ def _a_ended(timeline: Timeline, outcome_a: list[BaseException | None], answer_a
         )
 
 
+def _wake_a(
+    executor: Any, store: _WatchedStore, injector: _HoldingInjector, thread: threading.Thread, wait: float, note: str
+) -> tuple[dict[str, Any] | None, int, list[dict[str, Any] | None]]:
+    """Wake worker A up and wait (at most ``wait`` seconds) for it to return: what B left
+    stored before, A's attempt, and what each write of A's left."""
+    taken_over = _stored(executor, store.task_id)
+    woken = injector.timeline.start_attempt(note)
+    injector.attempt_started()
+    writes: list[dict[str, Any] | None] = []
+    store.watching = writes
+    injector.release()
+    thread.join(wait)
+    return taken_over, woken, writes
+
+
 def _wake_a_while_b_runs(
     executor: Any,
     result: _Point,
@@ -586,13 +595,9 @@ def _wake_a_while_b_runs(
     from reference_agent.validation import InvalidHistoryError, validate_messages
 
     timeline = result.timeline
-    taken_over = _stored(executor, store.task_id)
-    woken = timeline.start_attempt("worker A wakes up while worker B runs the task")
-    injector.attempt_started()
-    writes: list[dict[str, Any] | None] = []
-    store.watching = writes
-    injector.release()
-    thread.join(wait)
+    taken_over, woken, writes = _wake_a(
+        executor, store, injector, thread, wait, "worker A wakes up while worker B runs the task"
+    )
     store.watching = None
     if thread.is_alive():
         # A waits on something the paused B holds (a lock of the process, as B waits on
