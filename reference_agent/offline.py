@@ -373,6 +373,12 @@ def _route(method: str, raw_path: str) -> _Route:
     return _Route("unserved", path)
 
 
+def _input_tokens(request: Mapping[str, Any], body: bytes, resolved: bool) -> int:
+    """The fake's count of a request's input tokens: one for every 4 bytes of its JSON
+    (of the request as resolved, when it named stored content: a thread, a file)."""
+    return max(1, (len(_dumps(request)) if resolved else len(body)) // 4)
+
+
 class FakeMessagesAPI:
     """The Messages API, offline: a :class:`~reference_agent.scripted.ScriptedModel`
     behind ``httpx2`` transports (sync and async) and an optional loopback HTTP server.
@@ -384,6 +390,11 @@ class FakeMessagesAPI:
     Without it, a final assistant message is still accepted when it is a reply this fake
     sent with ``stop_reason: "pause_turn"``: the API lets a paused turn be sent back as is
     to continue it. ``cache_min_tokens``: the shortest prefix prompt caching caches.
+    ``context_window``: when given, a generation whose input is longer than this many
+    tokens (a token for every 4 bytes of the request, as the fake's ``usage`` counts) is
+    answered with HTTP 400 ``prompt is too long: N tokens > M maximum``, as the API
+    answers a prompt beyond the model's context window: for an agent that compacts its
+    history, a test with a small window. None (the default): no limit.
 
     >>> from reference_agent.scripted import Plan
     >>> api = FakeMessagesAPI(Plan(steps=(), final_answer="42"))
@@ -401,7 +412,13 @@ class FakeMessagesAPI:
         api_key_required: bool = True,
         allow_prefill: bool = False,
         cache_min_tokens: int = DEFAULT_CACHE_MIN_TOKENS,
+        context_window: int | None = None,
     ) -> None:
+        if context_window is not None and (
+            isinstance(context_window, bool) or not isinstance(context_window, int) or context_window < 1
+        ):
+            raise ValueError(f"context_window must be a positive int (tokens) or None, not {context_window!r}")
+        self.context_window = context_window
         self.model: ScriptedModel = PlanModel(model) if isinstance(model, Plan) else model
         self.validate = validate
         self.api_key_required = api_key_required
@@ -955,6 +972,10 @@ class FakeMessagesAPI:
         finish: Callable[..., Reply],
     ) -> Reply:
         problem = self._check_generation(request, _MESSAGES)
+        if problem is None and self.context_window is not None:
+            tokens = _input_tokens(request, body, resolved is not None)
+            if tokens > self.context_window:
+                problem = f"prompt is too long: {tokens} tokens > {self.context_window} maximum"
         if problem is not None:
             return finish(error(400, "invalid_request_error", problem))
         try:
@@ -1079,8 +1100,7 @@ class FakeMessagesAPI:
         usage = message.get("usage")
         if not isinstance(usage, dict):
             usage = message["usage"] = {"input_tokens": 0, "output_tokens": 1}
-        size = len(_dumps(request)) if resolved else len(body)
-        total = max(1, size // 4)
+        total = _input_tokens(request, body, resolved)
         if not resolved and b"cache_control" not in body and b"\\u" not in body:
             # The body is the whole request and names no cache breakpoint (nor escapes a
             # character that could spell one): nothing is cached, as a walk would find.

@@ -209,3 +209,29 @@ def test_stop_sequences_that_are_not_a_list_of_strings_are_a_400_as_with_the_api
     with pytest.raises(anthropic.BadRequestError) as caught:
         api.client(max_retries=0).messages.create(model="m", max_tokens=64, messages=GO, stop_sequences=stops)
     assert caught.value.status_code == 400 and message in str(caught.value)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_prompt_beyond_the_context_window_is_refused_as_the_api_refuses_it(stream: bool) -> None:
+    api = FakeMessagesAPI(Plan(steps=(), final_answer=ANSWER), context_window=200)
+    client = api.client(max_retries=0)
+    short = [{"role": "user", "content": "go"}]
+    assert generate(client, stream, max_tokens=64, messages=short).content[0].text == ANSWER  # type: ignore[union-attr]
+    long = [{"role": "user", "content": "x" * 2_000}]
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        generate(client, stream, max_tokens=64, messages=long)
+    assert caught.value.status_code == 400 and caught.value.body["error"]["type"] == "invalid_request_error"  # type: ignore[index]
+    message = caught.value.body["error"]["message"]  # type: ignore[index]
+    tokens = int(message.split("prompt is too long: ", 1)[1].split(" ", 1)[0])
+    # The same count as the usage of an answered request: a token for every 4 bytes.
+    assert message == f"prompt is too long: {tokens} tokens > 200 maximum" and 500 <= tokens <= 600
+    # Counting tokens is not generating: the endpoint still answers, with a count beyond
+    # the window (an agent that counts before it asks learns that it must compact).
+    counted = client.messages.count_tokens(model="m", messages=long).input_tokens  # type: ignore[arg-type]
+    assert 200 < counted <= tokens and tokens - counted < 20
+
+
+@pytest.mark.parametrize("window", [0, -1, 1.5, True, "100"])
+def test_a_context_window_that_is_not_a_positive_int_is_refused(window: Any) -> None:
+    with pytest.raises(ValueError, match="context_window must be a positive int"):
+        FakeMessagesAPI(Plan(steps=(), final_answer=ANSWER), context_window=window)
