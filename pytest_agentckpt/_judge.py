@@ -32,6 +32,7 @@ from .oracles import (
     give_up_advice,
     history_not_found,
     iteration_monotone,
+    model_turns,
     no_duplicate_effect,
     nothing_saved,
     recorded_work_not_redone,
@@ -39,6 +40,7 @@ from .oracles import (
     same_answer,
     stale_load_advice,
     tools_not_called,
+    turns_lost,
     unwinding_advice,
     valid_sequence,
 )
@@ -147,15 +149,50 @@ def _judge(
     if outcome.runaway is not None:
         violations.append(_runaway(outcome))
     elif not outcome.completed:
-        violations.append(
-            Violation(
-                "resumes_to_completion",
-                f"the agent did not finish: after the last fault it kept failing "
-                f"({outcome.error}); a resumed agent must be able to complete the task"
-                f"{_stale_save(main, outcome.error)}",
+        spent = _budget_spent(main, baseline, budget)
+        if spent is not None:
+            not_checkable["resumes_to_completion"] = spent
+        else:
+            violations.append(
+                Violation(
+                    "resumes_to_completion",
+                    f"the agent did not finish: after the last fault it kept failing "
+                    f"({outcome.error}); a resumed agent must be able to complete the task"
+                    f"{_stale_save(main, outcome.error)}{_budget_hint(main, baseline, budget)}",
+                )
             )
-        )
     return violations, unsafe, not_checkable
+
+
+def _budget_spent(timeline: Timeline, baseline: Baseline, budget: int | None) -> str | None:
+    """Why an unfinished run is the budget's, not the agent's: it stopped once the model
+    had answered its ``budget`` of turns, and the task needs more than that under these
+    faults (the crash-free run's turns, plus those the faults took away: a reply a crash
+    cut, a call re-asked after its outcome was unknown). An outside round's agent, whose
+    budget spanned restarts as it must, was blamed for the turn an unkeyed call in doubt
+    cost it."""
+    if budget is None:
+        return None
+    turns, needed, lost = model_turns(timeline), model_turns(baseline.timeline), turns_lost(timeline)
+    if turns < budget or needed + lost <= budget:
+        return None
+    return (
+        f"the agent stopped at its budget of {budget} model turns: the crash-free run takes "
+        f"{needed} and the faults took {lost} away, so no agent keeping that budget across "
+        "restarts can finish under them"
+    )
+
+
+def _budget_hint(timeline: Timeline, baseline: Baseline, budget: int | None) -> str:
+    """A word on ``budget=`` for an unfinished run that spent as many turns as the
+    crash-free run: a turn limit of the agent's own may be what stopped it."""
+    if budget is not None or model_turns(timeline) < model_turns(baseline.timeline):
+        return ""
+    return (
+        ". If it stopped at a turn limit of its own that spans restarts, pass that limit as "
+        "budget= to fuzz: a run that stops at it because faults took turns away is then not "
+        "reported"
+    )
 
 
 def _stale_save(timeline: Timeline, error: str | None) -> str:

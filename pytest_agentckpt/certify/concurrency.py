@@ -23,7 +23,15 @@ from stores import Checkpoint, CheckpointStore, ConflictError, CorruptCheckpoint
 from .._children import process_context, with_environment
 from .factory import StoreFactory
 
-__all__ = ["Success", "WriterLog", "judge_history", "run_create_race", "run_process_writers", "run_thread_writers"]
+__all__ = [
+    "Success",
+    "WriterLog",
+    "judge_history",
+    "run_create_race",
+    "run_process_create_race",
+    "run_process_writers",
+    "run_thread_writers",
+]
 
 @dataclass(frozen=True)
 class Success:
@@ -181,11 +189,17 @@ def run_thread_writers(
     logs: list[WriterLog] = [WriterLog() for _ in range(threads)]
     lockstep = threading.Barrier(threads)
 
+    failed: list[str] = []
+
     def writer(worker: int) -> None:
         try:
             logs[worker] = write_loop(store, task_id, worker, rounds, lockstep)
-        except BaseException:
-            logs[worker].errors.append(traceback.format_exc())
+        except BaseException as exc:
+            # Not an outage (write_loop counts those): the store raised what no save or
+            # load may. The others must not wait for this writer at the barrier, and the
+            # report names the exception, not a slow store.
+            lockstep.abort()
+            failed.append(f"writer thread {worker}: {type(exc).__name__}: {exc}\n{traceback.format_exc()}")
 
     workers = [threading.Thread(target=writer, args=(i,), daemon=True) for i in range(threads)]
     for thread in workers:
@@ -193,6 +207,8 @@ def run_thread_writers(
     deadline = time.monotonic() + timeout
     for thread in workers:
         thread.join(max(0.0, deadline - time.monotonic()))
+    if failed:
+        raise RuntimeError("a writer thread failed:\n" + "\n".join(failed))
     if any(thread.is_alive() for thread in workers):
         raise TimeoutError(f"writer threads did not finish within {timeout:.0f}s (half "
                            "the limit per contract; a slow store needs a higher --timeout)")
@@ -321,29 +337,39 @@ def run_create_race(
         if deleting:
             store.save(Checkpoint(task_id=task_id, goal="race", messages=[{"role": "user", "content": "before"}]))
         won, other = _create_round(store, task_id, threads, deleting, deadline)
-        where = "just after another thread deleted it" if deleting else "new"
-        if other:
-            problems.append(
-                f"{len(other)} of {threads} threads creating one task ({where}) at once raised "
-                f"{other[0]}, not ConflictError: a save that loses a race to create a task must "
-                "raise ConflictError (map the backend's unique-key or exists error to it)"
-            )
-        elif len(won) > 1:
-            problems.append(
-                f"{len(won)} of {threads} threads creating one task ({where}) at once were each told "
-                "their save from version 0 succeeded: only one may, the others must conflict (each "
-                "erased the one before; a lock or a compare that a delete removes or skips lets "
-                "two creates through)"
-            )
-        elif won:
-            loaded = store.load(task_id)
-            content = [m.get("content") for m in loaded.messages] if loaded is not None else None
-            if content != [won[0]]:
-                problems.append(
-                    f"a task created by one of {threads} racing threads ({where}) holds {content}, "
-                    f"not the content of the one create acknowledged ({won[0]!r})"
-                )
+        problems += _judge_create_round(store, task_id, won, other, threads, "threads", deleting)
     return problems
+
+
+def _judge_create_round(
+    store: CheckpointStore, task_id: str, won: list[str], other: list[str], racers: int, who: str, deleting: bool
+) -> list[str]:
+    """What a round of racing creates shows: exactly one may succeed, the others must raise
+    ``ConflictError``, and the task must hold the winner's content."""
+    where = "just after another deleted it" if deleting else "new"
+    if other:
+        return [
+            f"{len(other)} of {racers} {who} creating one task ({where}) at once raised "
+            f"{other[0]}, not ConflictError: a save that loses a race to create a task must "
+            "raise ConflictError (map the backend's unique-key or exists error to it)"
+        ]
+    if len(won) > 1:
+        return [
+            f"{len(won)} of {racers} {who} creating one task ({where}) at once were each told "
+            "their save from version 0 succeeded: only one may, the others must conflict (an "
+            "agent would go on from a checkpoint another create replaced; a lock or a compare "
+            "that a delete removes or skips, or that holds only within one process, lets two "
+            "creates through)"
+        ]
+    if won:
+        loaded = store.load(task_id)
+        content = [m.get("content") for m in loaded.messages] if loaded is not None else None
+        if content != [won[0]]:
+            return [
+                f"a task created by one of {racers} racing {who} ({where}) holds {content}, "
+                f"not the content of the one create acknowledged ({won[0]!r})"
+            ]
+    return []
 
 
 def _create_round(
@@ -386,3 +412,103 @@ def _create_round(
         raise TimeoutError("threads racing to create a task did not finish within a quarter of the "
                            "limit per contract (a slow store needs a higher --timeout)")
     return won, other
+
+
+def _process_creator(
+    spec: str, namespace: str, task_ids: list[str], worker: int, lockstep: Any, results: Any
+) -> None:
+    """Child-process entry point of :func:`run_process_create_race`: one create of each
+    task, all processes at once (the parent prepares each round, and deletes the task in
+    half of them, between the two barriers)."""
+    warnings.simplefilter("ignore")  # the parent reports the store's warnings, once
+    outcomes: list[str] = []
+    try:
+        store = StoreFactory.from_spec(spec).make(namespace)
+        for task_id in task_ids:
+            lockstep.wait(30)
+            marker = f"create-p{worker}"
+            try:
+                store.save(Checkpoint(task_id=task_id, goal="race", messages=[{"role": "user", "content": marker}]))
+                outcomes.append("won")
+            except (ConflictError, StoreError):
+                outcomes.append("")
+            except Exception as exc:
+                outcomes.append(f"{type(exc).__name__}: {exc}")
+            lockstep.wait(30)
+        store.close()
+        results.put((worker, outcomes, None))
+    except BaseException:
+        lockstep.abort()
+        results.put((worker, None, traceback.format_exc()))
+
+
+def run_process_create_race(
+    factory: StoreFactory,
+    namespace: str,
+    store: CheckpointStore,
+    task_id_of: Any,
+    *,
+    processes: int,
+    rounds: int,
+    timeout: float,
+) -> list[str]:
+    """Processes, each with its own instance in ``namespace``, race to create one task per
+    round, half the rounds just after this process (with ``store``) deleted it; the
+    problems seen. A lock that holds only within one process (a ``threading.Lock`` around
+    a check and a write) passes the threads' race and fails this one."""
+    mp = process_context()
+    results = mp.Queue()
+    lockstep = mp.Barrier(processes + 1)
+    task_ids = [task_id_of(round_) for round_ in range(rounds)]
+    children = [
+        mp.Process(
+            target=with_environment(_process_creator, ignore_interrupt=True),
+            args=(factory.spec, namespace, task_ids, i, lockstep, results),
+            daemon=True,
+        )
+        for i in range(processes)
+    ]
+    for child in children:
+        child.start()
+    deadline = time.monotonic() + timeout
+    outcomes: dict[int, list[str]] = {}
+    failures: list[str] = []
+    try:
+        for round_, task_id in enumerate(task_ids):
+            deleting = round_ % 2 == 1
+            if deleting:
+                store.save(Checkpoint(task_id=task_id, goal="race", messages=[{"role": "user", "content": "before"}]))
+            lockstep.wait(max(0.1, min(30.0, deadline - time.monotonic())))
+            if deleting:
+                store.delete(task_id)
+            lockstep.wait(max(0.1, min(30.0, deadline - time.monotonic())))
+    except threading.BrokenBarrierError:
+        pass  # a child failed: it says why on ``results``
+    finally:
+        while len(outcomes) + len(failures) < processes and time.monotonic() < deadline + 5:
+            try:
+                worker, seen, error = results.get(timeout=max(0.1, deadline + 5 - time.monotonic()))
+            except queue_module.Empty:
+                break
+            if error is not None:
+                failures.append(f"creating process {worker}:\n{error}")
+            else:
+                outcomes[worker] = seen
+        for child in children:
+            child.join(max(0.1, deadline - time.monotonic()))
+            if child.is_alive():
+                child.kill()
+                child.join(5)
+    if failures:
+        raise RuntimeError("a process racing to create a task failed:\n" + "\n".join(failures))
+    if len(outcomes) < processes:
+        raise TimeoutError(f"processes racing to create a task did not finish within {timeout:.0f}s "
+                           "(a quarter of the limit per contract; a slow store needs a higher --timeout)")
+    for round_, task_id in enumerate(task_ids):
+        seen = [(worker, outcomes[worker][round_]) for worker in sorted(outcomes)]
+        won = [f"create-p{worker}" for worker, outcome in seen if outcome == "won"]
+        other = [outcome for _, outcome in seen if outcome not in ("won", "")]
+        problems = _judge_create_round(store, task_id, won, other, processes, "processes", round_ % 2 == 1)
+        if problems:
+            return problems
+    return []

@@ -34,7 +34,13 @@ from stores import (
 from stores.codec import dumps
 
 from .comparison import first_difference
-from .concurrency import judge_history, run_create_race, run_process_writers, run_thread_writers
+from .concurrency import (
+    judge_history,
+    run_create_race,
+    run_process_create_race,
+    run_process_writers,
+    run_thread_writers,
+)
 from .context import CertifyContext, ContractFailed, NotApplicable, NotCheckable
 from .crash import KillExperiment, run_kill_experiment
 from .factory import new_namespace
@@ -475,6 +481,8 @@ def _lost_update_verdict(ctx: CertifyContext, contract_id: str, initial: Checkpo
 
 #: Rounds of threads racing to create one task (half of them just after a delete).
 CREATE_RACE_ROUNDS = 40
+#: The same for processes, each with its own instance.
+PROCESS_CREATE_RACE_ROUNDS = 20
 
 
 def check_concurrent_threads(ctx: CertifyContext) -> str:
@@ -502,8 +510,17 @@ def check_concurrent_processes(ctx: CertifyContext) -> str:
     needs_cross_process(ctx)
     namespace = new_namespace()
     store = ctx.new_store(namespace)
-    initial = store.save(Checkpoint(task_id=ctx.task_id("procs"), goal="race"))
     budget = ctx.budget
+    # Creates first, as with threads: a lock that holds within one process only (an
+    # outside round's store guarded its check-then-write with a threading.Lock) lets two
+    # processes' creates through.
+    created = run_process_create_race(
+        ctx.factory, namespace, store, lambda round_: ctx.task_id(f"pcreate{round_}"),
+        processes=budget.processes, rounds=PROCESS_CREATE_RACE_ROUNDS, timeout=budget.contract_timeout / 4,
+    )
+    if created:
+        raise ContractFailed(created[0], "\n".join(created[1:]), ctx.reproduce("lost_update_processes"))
+    initial = store.save(Checkpoint(task_id=ctx.task_id("procs"), goal="race"))
     logs = run_process_writers(
         ctx.factory, namespace, initial.task_id, processes=budget.processes,
         rounds=budget.saves_per_process, timeout=budget.contract_timeout / 2,
@@ -1158,7 +1175,8 @@ CONTRACTS: tuple[Contract, ...] = (
              "is in the final history, no two succeed from the same version.",
              check_concurrent_threads),
     Contract("lost_update_processes", "No lost update (processes)", True,
-             "Separate processes with their own instances race: the same history checks.",
+             "Separate processes with their own instances race to create a task, then race "
+             "load-modify-save: the same checks.",
              check_concurrent_processes),
     Contract("atomic_under_kill", "Atomic under SIGKILL", True,
              "A writer killed mid-save leaves the old checkpoint or the new one, whole: never a "

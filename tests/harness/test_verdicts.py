@@ -8,12 +8,14 @@ from __future__ import annotations
 import asyncio
 import itertools
 import threading
+import warnings
 from collections import Counter
 from typing import Any
 
 import pytest
 from hypothesis.database import InMemoryExampleDatabase
 
+from pytest_agentckpt import Plan, Step, ToolCall, UnsafeToolWarning, replay
 from pytest_agentckpt.faults import (
     Crash,
     CrashAt,
@@ -431,3 +433,26 @@ def test_a_save_that_conflicts_because_the_attempt_never_loaded_is_explained() -
     report = str(caught.value)
     assert "ConflictError" in report
     assert "The last attempt saved without loading the checkpoint first (no checkpoint load in it)" in report
+
+
+def test_an_agent_stopped_by_its_own_budget_after_faults_took_turns_is_not_blamed() -> None:
+    # An outside round's agent kept a turn budget across restarts, as it must, equal to
+    # what the task takes without faults. A crash after an unkeyed call's effect left its
+    # outcome unknown; the model asked again, a turn no agent avoids, and the budget ran
+    # out: the run never finished, and resumes_to_completion blamed the agent.
+    from tests.buggy_agents._loop import Bugs, make_agent
+
+    plan = Plan((Step((ToolCall("send_email", {"to": "ann"}),)),), "done")
+    crash = FaultPlan.from_dict({"crashes": [["after_tool_effect", 1]], "api_faults": [], "store_faults": []})
+    agent = make_agent(Bugs(), max_iterations=2)  # the crash-free run takes 2 turns
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnsafeToolWarning)  # send_email has no key
+        replay(agent, toolbox(), plan, crash, budget=2)
+        # Told of no budget, the harness cannot know: it says what to pass.
+        with pytest.raises(OracleFailure, match="resumes_to_completion") as caught:
+            replay(agent, toolbox(), plan, crash)
+        assert "pass that limit as budget= to fuzz" in str(caught.value)
+        # A budget that would have let it finish (the agent stopped short of it) is no excuse.
+        with pytest.raises(OracleFailure, match="resumes_to_completion") as caught:
+            replay(agent, toolbox(), plan, crash, budget=3)
+        assert "budget=" not in str(caught.value).split("\n")[1]
