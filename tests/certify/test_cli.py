@@ -424,3 +424,16 @@ def test_a_store_missing_a_method_is_told_which(capsys: pytest.CaptureFixture[st
     assert "which is not a CheckpointStore: it has no delete method" in err
     assert main(["certify", "builtins:dict", "--quick"]) == 2
     assert "it has no" not in capsys.readouterr().err  # nothing of the protocol: no list
+
+
+def test_a_writer_thread_whose_save_raises_a_drivers_error_is_reported_with_it_not_as_slow() -> None:
+    # The other threads waited for the dead one at the lockstep barrier: the report said
+    # the writers did not finish within 30 s, "a slow store needs a higher --timeout".
+    from pytest_agentckpt.certify import Outcome, certify
+
+    report = certify("tests.certify.awkward_stores:make_driver_error", quick=True, seed=1, scratch=True,
+                     only=["lost_update_threads"], figures=False)
+    result = report.result("lost_update_threads")
+    assert result.outcome is Outcome.ERROR, result.summary
+    assert "a writer thread failed" in result.summary and "LookupError: wrong last sequence" in result.summary
+    assert "did not finish" not in result.summary and "higher --timeout" not in result.summary
