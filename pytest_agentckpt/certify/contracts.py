@@ -200,11 +200,13 @@ def check_round_trip(ctx: CertifyContext) -> str:
         _expect_same(saved, store.load(task_id), what)
 
     _check_appends(ctx, store)
+    _check_edits(ctx, store)
     _check_lone_surrogates(ctx, store)
     return (
         f"{ctx.budget.examples} generated checkpoints, every block type, deep nesting, "
         f"{ctx.budget.big_history} messages, every line separator; saves appending 1 to 5 "
-        "messages at once; lone surrogates refused with ValueError"
+        "messages at once; saves that edit, replace or drop earlier messages; lone "
+        "surrogates refused with ValueError"
     )
 
 
@@ -252,6 +254,50 @@ def _check_appends(ctx: CertifyContext, store: CheckpointStore) -> None:
                                  difference)
         _expect_same(attempt.model_copy(update={"version": current.version}),
                      store.load(task_id), what)
+
+
+def _check_edits(ctx: CertifyContext, store: CheckpointStore) -> None:
+    """Saves that change messages the store already holds keep the change.
+
+    An agent redacts a secret from an earlier message, repairs its last reply, compacts
+    its history into a summary: the count and the version may be what an append expects,
+    and the prefix is not. An outside round's incremental store appended the new suffix
+    whenever the version, lineage and count matched, and kept the secret it was asked to
+    drop. Each save builds on the previous one from the same instance.
+    """
+    task_id = ctx.task_id("rt-edit")
+    first: list[dict[str, Any]] = [
+        {"role": "user", "content": "my password is hunter2"},
+        {"role": "assistant", "content": [{"type": "text", "text": "noted"}]},
+        {"role": "user", "content": "go on"},
+    ]
+    current = store.save(Checkpoint(task_id=task_id, goal="edits", messages=first))
+
+    def edited(messages: list[dict[str, Any]], at: int, content: Any) -> list[dict[str, Any]]:
+        return [*messages[:at], {**messages[at], "content": content}, *messages[at + 1 :]]
+
+    steps: list[tuple[str, Callable[[list[dict[str, Any]]], list[dict[str, Any]]]]] = [
+        ("the first message edited and one appended (a secret redacted)",
+         lambda m: [*edited(m, 0, "my password is [redacted]"), {"role": "assistant", "content": "ok"}]),
+        ("a middle message edited, the count unchanged",
+         lambda m: edited(m, 1, [{"type": "text", "text": "noted, and redacted"}])),
+        ("the last message replaced, the count unchanged (a repaired reply)",
+         lambda m: edited(m, len(m) - 1, "ok, going on")),
+        ("the history compacted into a summary and the last message",
+         lambda m: [{"role": "user", "content": "summary of the task so far"}, m[-1]]),
+        ("one message appended after the compaction",
+         lambda m: [*m, {"role": "user", "content": "next"}]),
+    ]
+    for what, change in steps:
+        attempt = current.model_copy(update={"messages": change(current.messages)})
+        current = store.save(attempt)
+        difference = first_difference(_content(attempt), _content(current))
+        if difference:
+            raise ContractFailed(f"a save with {what}: save returned something other than it was given",
+                                 difference)
+        _expect_same(attempt.model_copy(update={"version": current.version}), store.load(task_id),
+                     f"a save with {what} (a store that appends only the new messages must compare "
+                     "the stored ones, and write the whole history when they differ)")
 
 
 def _check_lone_surrogates(ctx: CertifyContext, store: CheckpointStore) -> None:
@@ -1160,7 +1206,8 @@ CONTRACTS: tuple[Contract, ...] = (
     Contract("round_trip", "Round-trip fidelity", True,
              "An agent resumes from exactly what it saved: unicode, emoji, big integers, deep "
              "tool inputs and every content block type come back unchanged (a thinking block "
-             "altered by one byte is rejected by the API). Lone surrogates are refused at save "
+             "altered by one byte is rejected by the API); saves that edit, replace or drop "
+             "stored messages keep the change. Lone surrogates are refused at save "
              "with ValueError, storing nothing.", check_round_trip),
     Contract("compare_and_set", "Compare-and-set", True,
              "The version is the fencing token that stops two resumers from erasing each "

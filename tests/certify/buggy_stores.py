@@ -788,6 +788,10 @@ class AppendLogStore(DirectoryStore):
         return known_file == stored_file
 
     @staticmethod
+    def _same_prefix(lines: list[bytes], known: list[bytes]) -> bool:
+        return lines[: len(known)] == known
+
+    @staticmethod
     def _split(body: bytes) -> list[bytes]:
         return body.split(b"\n")[:-1]
 
@@ -847,7 +851,7 @@ class AppendLogStore(DirectoryStore):
             if (found is not None and known is not None and known[0] == stored
                     and self._same_lineage(known[1], found[0]["msg_file"])
                     and len(known[2]) == found[0]["msg_count"]
-                    and lines[: len(known[2])] == known[2]):
+                    and self._same_prefix(lines, known[2])):
                 record = found[0]
                 suffix = b"".join(line + b"\n" for line in lines[record["msg_count"]:])
                 self._append(self.root / record["msg_file"], record["msg_bytes"], suffix)
@@ -908,6 +912,16 @@ class AppendForgetsLineageStore(AppendLogStore):
 
     def _same_lineage(self, known_file: str, stored_file: str) -> bool:
         return True
+
+
+class AppendAssumesPrefixStore(AppendLogStore):
+    """Appends whenever the version, the lineage and the count allow, without comparing the
+    messages it holds: a save that edits an earlier message (a secret redacted) and adds
+    one keeps the old text (an outside round's MariaDB store)."""
+
+    @staticmethod
+    def _same_prefix(lines: list[bytes], known: list[bytes]) -> bool:
+        return len(lines) >= len(known)
 
 
 class AppendKeepsLastStore(AppendLogStore):
@@ -1019,6 +1033,10 @@ def make_append_at_end(namespace: str) -> AppendAtEndStore:
 
 def make_append_forgets_lineage(namespace: str) -> AppendForgetsLineageStore:
     return AppendForgetsLineageStore(_root("append-forgets-lineage", namespace))
+
+
+def make_append_assumes_prefix(namespace: str) -> AppendAssumesPrefixStore:
+    return AppendAssumesPrefixStore(_root("append-assumes-prefix", namespace))
 
 
 def make_append_keeps_last(namespace: str) -> AppendKeepsLastStore:

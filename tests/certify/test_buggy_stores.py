@@ -32,6 +32,9 @@ EXPECTED_FAILURES = {
     # round_trip, the state machine and the save after a kill (it adds two) all see it.
     "append_keeps_last": {"round_trip", "model_based", "acknowledged_survive_kill"},
     "splitlines": {"round_trip"},
+    # Appends without comparing the messages it holds: an edit of an earlier one is lost
+    # (an outside round's store was certified 5 runs in 5 with --quick).
+    "append_assumes_prefix": {"round_trip"},
     "lists_own_tasks": {"fresh_reads"},
     # Two outside rounds' stores: a create checked outside the lock (two creates of one
     # task both succeed), and a create race that raises the database's unique-key error.
