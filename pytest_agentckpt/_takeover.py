@@ -793,7 +793,8 @@ def _report(plan: Any, failures: list[_Point], stats: TakeoverStats) -> str:
     lines = [f"agentckpt takeover: {len(failures)} point(s) failed ({stats.summary()}):"]
     for result in failures:
         head, *others = result.violations
-        also = f" (also {', '.join(dict.fromkeys(v.oracle for v in others))})" if others else ""
+        named = dict.fromkeys(v.oracle for v in others if v.oracle != head.oracle)
+        also = f" (also {', '.join(named)})" if named else ""
         lines.append(f"  {result.describe()}: {head.oracle}{also}: {head.message}")
     first = failures[0]
     lines.append(f"plan: {plan.to_dict()}")

@@ -591,7 +591,8 @@ class ChaosTest:
         for result in failures:
             where = "no crash" if crash_free else result.plan.describe()
             head, *others = result.violations
-            also = f" (also {', '.join(dict.fromkeys(v.oracle for v in others))})" if others else ""
+            named = dict.fromkeys(v.oracle for v in others if v.oracle != head.oracle)
+            also = f" (also {', '.join(named)})" if named else ""
             lines.append(f"  {where}: {head.oracle}{also}: {_clip(head.message)}")
         doubtful = [r for r in self.results if r.in_doubt]
         if doubtful and not crash_free:

@@ -438,6 +438,59 @@ class StaleCacheStore(DirectoryStore):
         self._cache.pop(task_id, None)
 
 
+class LaggingReplicaStore(DirectoryStore):
+    """Now and then (every 6th load of an instance) serves the previous load's copy of a
+    task another instance saved since: a replica a watcher keeps a few milliseconds behind
+    (an outside round's NATS store loaded from its watcher's copy, and was certified once
+    in eight quick runs). Its own saves it always sees."""
+
+    EVERY = 6
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self._loads = 0
+        self._last: dict[str, bytes] = {}
+        self._own: dict[str, bytes] = {}
+
+    def load(self, task_id: str) -> Checkpoint | None:
+        self._loads += 1
+        with self._locked(exclusive=False):
+            data = self._read(task_id)
+        previous = self._last.get(task_id)
+        if data is None:
+            self._last.pop(task_id, None)
+            return None
+        if self._loads % self.EVERY == 0 and previous not in (None, data) and data != self._own.get(task_id):
+            return self._decode(task_id, previous or b"")  # the replica has not caught up yet
+        self._last[task_id] = data
+        return self._decode(task_id, data)
+
+    def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        saved = super().save(checkpoint)
+        self._own[saved.task_id] = self._read(saved.task_id) or b""
+        return saved
+
+
+class LateReplicaStore(DirectoryStore):
+    """Loads from a copy of the directory it refreshes at most every 0.1 s, empty when the
+    instance is new: another instance's save is seen late, never at once."""
+
+    EVERY = 0.1
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self._copy: dict[str, bytes] = {}
+        self._refreshed = time.monotonic()
+
+    def load(self, task_id: str) -> Checkpoint | None:
+        if time.monotonic() - self._refreshed >= self.EVERY:
+            with self._locked(exclusive=False):
+                self._copy = {unquote(path.stem): path.read_bytes() for path in self.root.glob("*.json")}
+            self._refreshed = time.monotonic()
+        data = self._copy.get(task_id)
+        return None if data is None else self._decode(task_id, data)
+
+
 class SnapshotStore(DirectoryStore):
     """Loads from a snapshot of the directory taken at its first load, as a REPEATABLE READ
     transaction that is never ended sees the database: later saves of other instances and
@@ -532,6 +585,14 @@ class CacheByVersionStore(DirectoryStore):
     def delete(self, task_id: str) -> None:
         self._cache.pop(task_id, None)
         super().delete(task_id)
+
+
+def make_late_replica(namespace: str) -> LateReplicaStore:
+    return LateReplicaStore(_root("late-replica", namespace))
+
+
+def make_lagging_replica(namespace: str) -> LaggingReplicaStore:
+    return LaggingReplicaStore(_root("lagging-replica", namespace))
 
 
 def make_cache_by_version(namespace: str) -> CacheByVersionStore:

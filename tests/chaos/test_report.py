@@ -48,3 +48,23 @@ def test_counts_the_tools_called(anthropic_client, checkpoint_store, agentckpt_t
     full = report.split("in full:", 1)[1]
     assert re.search(r"AssertionError: assert \[('search', ){2,}.*'write_record'.*\] == \['search', 'search', 'write_record'\]", full), report
 
+
+
+def test_a_failing_point_names_each_other_oracle_once_and_never_its_first_again() -> None:
+    # "no_duplicate_effect (also no_duplicate_effect, test_assertions)", an outside round saw.
+    from types import SimpleNamespace
+
+    from pytest_agentckpt.chaos import ChaosTest, PointResult
+    from pytest_agentckpt.faults import FaultPlan
+    from pytest_agentckpt.oracles import Violation
+    from pytest_agentckpt.timeline import Timeline
+
+    point = PointResult(FaultPlan(), Timeline())
+    point.violations = [
+        Violation("no_duplicate_effect", "charge_card twice"),
+        Violation("no_duplicate_effect", "again"),
+        Violation("test_assertions", "assert failed"),
+    ]
+    fake = SimpleNamespace(results=[point], seed=0, reproduce="")
+    report = ChaosTest._report(fake, [point])  # type: ignore[arg-type]
+    assert "no_duplicate_effect (also test_assertions): charge_card twice" in report, report

@@ -301,3 +301,18 @@ def test_an_unkeyed_effect_both_workers_make_is_reported_as_an_unsafe_tool() -> 
     with warnings.catch_warnings():
         warnings.simplefilter("error", UnsafeToolWarning)
         takeover(REFERENCE, toolbox(), plans=[keyed])
+
+
+def test_the_report_names_each_other_oracle_once_and_never_the_first_again() -> None:
+    from pytest_agentckpt import _takeover
+    from pytest_agentckpt.oracles import Violation
+    from pytest_agentckpt.timeline import Timeline
+
+    point = _takeover._Point("tool_call", 2, Timeline())
+    point.violations = [
+        Violation("no_lost_update", "first"),
+        Violation("no_lost_update", "second"),
+        Violation("stops_after_conflict", "third"),
+    ]
+    report = _takeover._report(PLAN, [point], _takeover.TakeoverStats(plans=1, points=1, failed=1))
+    assert "worker A held at tool_call #2: no_lost_update (also stops_after_conflict): first" in report
