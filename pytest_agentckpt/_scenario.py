@@ -14,6 +14,8 @@ import itertools
 import json
 import os
 import sys
+import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -629,6 +631,83 @@ def _quiet_crashes(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> 
     loop.default_exception_handler(context)
 
 
+#: Seconds an attempt in memory mode may do nothing (no model call, tool call or store
+#: operation) before the watch says where it waits: as long as process mode lets an
+#: attempt run before it kills it.
+HANG_NOTICE = 120.0
+#: How often the watch looks.
+HANG_POLL = 5.0
+
+
+class _HangWatch:
+    """Says where an attempt in memory mode waits once it has done nothing for
+    :data:`HANG_NOTICE` seconds. It cannot stop it (only process mode kills an attempt):
+    without it, a hung agent (a tool task that died and a queue no one fills, as in an
+    outside round's AutoGen fit) hung the test run without a word. One thread watches
+    every executor's current attempt; it starts at the first attempt."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        #: Executor -> (timeline, thread, events seen, when they last changed, told).
+        self._watched: dict[int, list[Any]] = {}
+        self._thread: threading.Thread | None = None
+
+    def watch(self, executor: object, timeline: Timeline) -> None:
+        with self._lock:
+            self._watched[id(executor)] = [timeline, threading.current_thread(), -1, time.monotonic(), False]
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="agentckpt-hang-watch", daemon=True)
+                self._thread.start()
+
+    def forget(self, executor: object) -> None:
+        with self._lock:
+            self._watched.pop(id(executor), None)
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(HANG_POLL)
+            now = time.monotonic()
+            with self._lock:
+                due = []
+                for entry in self._watched.values():
+                    timeline, thread, seen, since, told = entry
+                    count = len(timeline.events)
+                    if count != seen:
+                        entry[2], entry[3], entry[4] = count, now, False
+                    elif not told and now - since >= HANG_NOTICE:
+                        entry[4] = True
+                        due.append((timeline, thread, now - since))
+            for timeline, thread, idle in due:
+                _say_hung(timeline, thread, idle)
+
+
+def _say_hung(timeline: Timeline, thread: threading.Thread, idle: float) -> None:
+    from . import _progress
+    from ._takeover import _where
+
+    where = _where(thread)
+    text = (
+        f"agentckpt: attempt {timeline.attempt} of the agent has made no model call, tool call or "
+        f"store operation for {idle:.0f} s"
+        + (f"; it waits at {where}" if where else "")
+        + ". In memory mode a hang cannot be stopped: interrupt the run, or fuzz with "
+        "mode='process', where an attempt is killed after 120 s and reported. Look for what it "
+        "waits on: a task or thread that died (a tool that raised a BaseException), a lock, a "
+        "queue no one fills\n"
+    )
+    sink = _progress.sink
+    try:
+        if sink is not None:
+            sink.write("\n" + text)
+        elif sys.__stderr__ is not None:
+            sys.__stderr__.write(text)
+    except Exception:  # a closed terminal: nothing else to do from this thread
+        pass
+
+
+_HANG_WATCH = _HangWatch()
+
+
 class _Executor:
     """Runs one agent through plans and fault plans, in process."""
 
@@ -675,6 +754,7 @@ class _Executor:
         self.uses_status = False
 
     def close(self) -> None:
+        _HANG_WATCH.forget(self)
         self.world.close()
         if self._close_store:
             self.store.close()
@@ -810,6 +890,7 @@ class _Executor:
         return outcome
 
     def _call(self, task_id: str, store: FaultyStore, tools: InstrumentedToolbox) -> Any:
+        _HANG_WATCH.watch(self, store.injector.timeline)
         try:
             return self._call_agent(task_id, store, tools)
         except Crash:
@@ -820,6 +901,8 @@ class _Executor:
             if crash is None:
                 raise
             raise crash from exc
+        finally:
+            _HANG_WATCH.forget(self)
 
     def _call_agent(self, task_id: str, store: FaultyStore, tools: InstrumentedToolbox) -> Any:
         if self.is_async:
