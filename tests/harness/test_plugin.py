@@ -130,9 +130,13 @@ def test_redis_option_builds_a_redis_database_with_the_key_prefix_of_the_url() -
 
     from pytest_agentckpt.fixtures.harness import _redis_database
 
-    database = _redis_database("redis://127.0.0.1:1/0?key_prefix=team-a:")
-    assert isinstance(database, RedisExampleDatabase)
-    assert database._prefix == b"team-a:"
+    try:
+        database = _redis_database("redis://127.0.0.1:6379/0?key_prefix=team-a:")
+    except pytest.UsageError as exc:
+        pytest.skip(f"no Redis on 127.0.0.1:6379 (start one, as .ci/run does, to run this test): {exc}")
+    # Wrapped: an outage during the run is a warning, not a failed test (test_hypothesis_redis).
+    assert isinstance(database._inner, RedisExampleDatabase)
+    assert database._inner._prefix == b"team-a:"
 
 
 @pytest.mark.parametrize(("query", "says"), [
