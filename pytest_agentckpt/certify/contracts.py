@@ -157,7 +157,7 @@ def _needs_shared(ctx: CertifyContext) -> None:
 
 
 #: How long the probe of shared instances looks again for a save the first load missed.
-SHARED_LOOK_SECONDS = 2.0
+SHARED_LOOK_SECONDS = 1.0
 
 
 def _shared_instances(ctx: CertifyContext) -> bool | float:
