@@ -1025,12 +1025,14 @@ def _lost(
     asks: Iterable[tuple[Any, str, str]] = (),
     baseline: Baseline | None = None,
 ) -> Violation:
-    faults = timeline.of("crash", "api_fault", "store_outage")
+    crashes, others = timeline.of("crash"), timeline.of("api_fault", "store_outage")
     cause = (
-        "an action was lost across a crash"
-        if timeline.of("crash")
+        "an action was lost across the faults (a crash, and an API or store fault)"
+        if crashes and others
+        else "an action was lost across a crash"
+        if crashes
         else "an action was lost across a fault"
-        if faults
+        if others
         else "an action was lost"
     )
     doubled = _crash_free_repeat(baseline, tool, raw_input) if baseline is not None else None
@@ -1038,7 +1040,7 @@ def _lost(
         # The crash-free run is the one that went wrong: it made the call twice.
         cause = doubled
     answered = _plain_answer_of_unrun_call(timeline, tool, raw_input, asks)
-    cut = next((e for e in faults if e.kind == "api_fault" and e.data.get("fault") == "max_tokens"), None)
+    cut = next((e for e in others if e.kind == "api_fault" and e.data.get("fault") == "max_tokens"), None)
     if cut is not None and not answered:
         # A reply cut by the token limit: its last call may be partial, and an agent (or its
         # framework) that drops that call and runs the rest never asks for it again.

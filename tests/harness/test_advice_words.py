@@ -224,3 +224,15 @@ def test_the_same_finding_in_both_runs_is_said_once() -> None:
         )
     lines = [line for line in str(caught.value).splitlines() if line.strip().startswith("completed_idempotent:")]
     assert len(lines) == 1, lines
+
+
+def test_an_action_lost_where_a_crash_and_an_api_fault_both_came_names_both() -> None:
+    # An outside round's report said "across a crash" where a cut stream lost the action.
+    with pytest.raises(OracleFailure) as caught:
+        replay(
+            functools.partial(_persisting_in_finally, sound=True, drop_cut=True), toolbox(),
+            _plan("write_record", {"key": "a"}),
+            FaultPlan(crashes=(CrashAt("before_model_call", 1),), api_faults=(ApiFault("max_tokens", 2),)),
+        )
+    message = str(caught.value)
+    assert "an action was lost across the faults (a crash, and an API or store fault)" in message, message
