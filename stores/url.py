@@ -92,7 +92,15 @@ def _userinfo_end(url: str, parts: SplitResult) -> int:
         found = url.find(mark, start)
         if found != -1:
             stop = min(stop, found)
-    return url.rfind("@", start, stop)
+    at = url.rfind("@", start, stop)
+    if at == -1 and stop < len(url):
+        # A password holding an unencoded ``?`` or ``#`` (``redis://:pa?ss@host``): the
+        # first ``@`` ends the userinfo when what comes before it reads as user:password
+        # (no ``/``: a query's ``endpoint_url=http://k:pw@host`` has one before its ``@``).
+        first = url.find("@", start)
+        if first != -1 and ":" in url[start:first] and "/" not in url[start:first]:
+            return first
+    return at
 
 
 def redact_url(url: str) -> str:
@@ -225,7 +233,16 @@ def split_url(url: str) -> SplitResult:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - urlsplit checks the port only when it is read
     except ValueError as exc:
-        raise InvalidStoreURLError(f"malformed store URL {redact_url(url)!r}: {exc}") from None
+        if "@" in url:
+            # The parser's words may quote a piece of a password it took for the port
+            # (``user:pa/ss@host`` reads ``pa`` as the port): none of them are shown.
+            reason = (
+                "the port is not a number, or the password holds a '/', '?', '#' or '@' "
+                "that must be percent-encoded (%2F, %3F, %23, %40)"
+            )
+        else:
+            reason = str(exc)
+        raise InvalidStoreURLError(f"malformed store URL {redact_url(url)!r}: {reason}") from None
     return parts
 
 

@@ -68,3 +68,39 @@ def test_a_failing_point_names_each_other_oracle_once_and_never_its_first_again(
     fake = SimpleNamespace(results=[point], seed=0, reproduce="")
     report = ChaosTest._report(fake, [point])  # type: ignore[arg-type]
     assert "no_duplicate_effect (also test_assertions): charge_card twice" in report, report
+
+
+def test_caplog_and_capsys_see_each_rerun_of_the_body_and_only_its_own(pytester: pytest.Pytester) -> None:
+    # The reruns ran outside pytest's capture of the call phase: caplog kept the first
+    # run's records and capsys saw nothing, so a sound agent's test that logs or prints its
+    # answer failed (an outside round). Each run of the body now sees only its own.
+    pytester.makeconftest((SUITE / "conftest.py").read_text())
+    pytester.makepyfile(
+        test_captures='''
+import functools
+import logging
+import pytest
+import reference_agent
+from reference_agent.scripted import Plan, Step, ToolCall
+
+PLAN = Plan(steps=(Step((ToolCall("write_record", {"key": "a"}),)),), final_answer="ok")
+run = functools.partial(reference_agent.run, retry_backoff=0.0)
+log = logging.getLogger("team.agent")
+
+
+@pytest.mark.agentckpt_model(plan=PLAN)
+def test_logs_its_answer(anthropic_client, checkpoint_store, agentckpt_tools, caplog):
+    caplog.set_level(logging.INFO, logger="team.agent")
+    log.info("answer: %s", run("t", "g", client=anthropic_client, store=checkpoint_store, tools=agentckpt_tools))
+    assert caplog.messages == ["answer: ok"]  # this run's record alone, never a crashed one's
+
+
+@pytest.mark.agentckpt_model(plan=PLAN)
+def test_prints_its_answer(anthropic_client, checkpoint_store, agentckpt_tools, capsys):
+    print(run("t", "g", client=anthropic_client, store=checkpoint_store, tools=agentckpt_tools))
+    assert capsys.readouterr().out == "ok\\n"
+'''
+    )
+    result = pytester.runpytest(*ARGS, "--agentckpt-chaos")
+    result.assert_outcomes(passed=2)
+    assert re.search(r"crash points: (\d+) run \(\1 passed, 0 failed\)", result.stdout.str()), result.stdout.str()
