@@ -514,8 +514,52 @@ def encode_head(checkpoint: Checkpoint) -> bytes:
     if _may_break_rules(data, 0) or b"NaN" in data or b"Infinity" in data:
         _raise_head_problem(checkpoint)
     if not _plainly_valid(checkpoint):
+        _raise_not_json(checkpoint)
         _check_schema(data)
+        version = checkpoint.schema_version
+        if isinstance(version, int) and version > SCHEMA_VERSION:
+            # A load of this code refuses it (UnsupportedSchemaVersionError): never
+            # acknowledge it (an outside round's save of schema_version 999 was).
+            raise _unstorable(
+                "schema_version",
+                f"it is {version}, newer than this code writes ({SCHEMA_VERSION}), so a load "
+                "would refuse it; leave schema_version at its default",
+            )
     return data
+
+
+#: The fields of the models that hold a time, which the head writes as ISO text.
+_TIME_FIELDS = frozenset({"created_at", "updated_at", "recorded_at"})
+#: What JSON carries as it is (a tuple is written as the list it reads back as, as
+#: ``json.dumps`` writes it).
+_JSON_NATIVE = (str, int, float, bool, type(None), dict, list, tuple, BaseModel)
+
+
+def _raise_not_json(checkpoint: Checkpoint) -> None:
+    """Refuse a head holding a value JSON has no type for (a set, bytes, a datetime in
+    ``metadata``): pydantic's serializer would write a list or a text in its place, and
+    the load would give back another value than the one saved. The messages are refused
+    so by the encoder already; an outside round found the in-memory store saving
+    ``{"tags": {"a"}}`` as ``["a"]`` where the durable stores refused it."""
+    stack: list[tuple[Any, _Path]] = [(checkpoint, None)]
+    while stack:
+        value, where = stack.pop()
+        if not isinstance(value, _JSON_NATIVE):
+            raise _unstorable(
+                _join(where),
+                f"it holds a value of type {type(value).__name__}, which JSON has no type for (a load would "
+                "give back another value); store it as a list, a string or a number",
+            )
+        if isinstance(value, BaseModel):
+            stack.extend(
+                (getattr(value, name), (where, name))
+                for name in type(value).model_fields
+                if name not in _TIME_FIELDS and not (value is checkpoint and name in _HEAD_EXCLUDE)
+            )
+        elif isinstance(value, dict):
+            stack.extend((item, (where, key)) for key, item in value.items())
+        elif isinstance(value, list | tuple):
+            stack.extend((item, (where, index)) for index, item in enumerate(value))
 
 
 _STATUSES = frozenset(get_args(CheckpointStatus))
@@ -552,7 +596,7 @@ def _plainly_valid(checkpoint: Checkpoint) -> bool:
     saved = fields.get("version")
     answer = fields.get("final_answer")
     if not (
-        type(version) is int and version >= 1
+        type(version) is int and version == SCHEMA_VERSION
         and type(task_id) is str and task_id
         and type(fields.get("goal")) is str
         and type(iteration) is int and iteration >= 0
@@ -563,6 +607,8 @@ def _plainly_valid(checkpoint: Checkpoint) -> bool:
         and type(fields.get("metadata")) is dict
         and type(fields.get("created_at")) is _dt.datetime
         and type(fields.get("updated_at")) is _dt.datetime
+        and _all_json(fields["metadata"])
+        and _all_json(fields["artifacts"])
     ):
         return False
     completed = fields.get("completed_tasks")
@@ -580,6 +626,7 @@ def _plainly_valid(checkpoint: Checkpoint) -> bool:
             type(entry.get("tool_use_id")) is str
             and type(entry.get("tool_name")) is str
             and type(entry.get("input")) is dict
+            and _all_json(entry["input"])
             and type(entry.get("idempotency_key")) is str
             and type(entry.get("state")) is str and entry.get("state") in _ACTION_STATES
             and type(entry.get("recorded_at")) is _dt.datetime
@@ -592,9 +639,30 @@ def _plainly_valid(checkpoint: Checkpoint) -> bool:
             if type(result.__dict__.get("is_error")) is not bool:
                 return False
             if type(content) is not str and not (
-                type(content) is list and all(type(block) is dict for block in content)
+                type(content) is list and all(type(block) is dict for block in content) and _all_json(content)
             ):
                 return False
+    return True
+
+
+_PLAIN_LEAVES = frozenset({str, int, float, bool, type(None)})
+
+
+def _all_json(root: Any) -> bool:
+    """Whether ``root`` holds nothing but dicts, lists, strings, numbers, booleans and
+    None, by exact type (anything else takes the slow path, which names what JSON cannot
+    carry). A walk with a stack: no recursion."""
+    stack = [root]
+    leaves = _PLAIN_LEAVES
+    while stack:
+        value = stack.pop()
+        kind = type(value)
+        if kind is dict:
+            stack.extend(value.values())
+        elif kind is list:
+            stack.extend(value)
+        elif kind not in leaves:
+            return False
     return True
 
 

@@ -138,6 +138,12 @@ def test_encode_head_gives_the_json_of_the_slow_encoding(value: object) -> None:
             with pytest.raises(UnstorableCheckpointError, match="which JSON cannot carry"):
                 encode(cp)
         return
+    if isinstance(value, bytes) or value == {"s": {3}}:
+        # JSON has no type for a set or bytes: pydantic's JSON writes a list or a text in
+        # their place, a changed value the load would give back. Refused, named.
+        with pytest.raises(UnstorableCheckpointError, match=r"at (metadata|artifacts|actions)\.\S+ cannot be stored: it holds a value of type (set|bytes)"):
+            encode_head(cp)
+        return
     assert _decoded(encode_head, cp) == _decoded(_slow_head, cp)
 
 
