@@ -12,7 +12,13 @@ from .checkpoint import Checkpoint, CheckpointStatus, CheckpointSummary, utcnow
 from .codec import check_task_id, decode_checkpoint, decode_summary, encode_head, encode_messages
 from .errors import ConflictError, InvalidStoreURLError
 from .incremental import PrefixTracker, WritePlan
-from .protocol import OnUnreadable, StoreInfo, summary_matches, summary_or_report
+from .protocol import (
+    OnUnreadable,
+    StoreInfo,
+    check_listing_filters,
+    summary_matches,
+    summary_or_report,
+)
 from .retention import is_expired, parse_ttl
 from .url import check_params, query_params, redact_url, split_url
 
@@ -139,6 +145,7 @@ class MemoryStore:
         metadata: Mapping[str, Any] | None = None,
         on_unreadable: OnUnreadable | None = None,
     ) -> list[CheckpointSummary]:
+        check_listing_filters(status, metadata, on_unreadable)
         with self._lock:
             now = utcnow()
             heads = sorted(

@@ -59,7 +59,13 @@ from .errors import (
     StoreUnavailableError,
 )
 from .incremental import PrefixTracker, WritePlan
-from .protocol import OnUnreadable, StoreInfo, metadata_matches, summary_or_report
+from .protocol import (
+    OnUnreadable,
+    StoreInfo,
+    check_listing_filters,
+    metadata_matches,
+    summary_or_report,
+)
 from .retention import EXPIRING_STATUSES, cutoff, parse_ttl
 from .url import check_params, query_params, redact_text, redact_url, split_url, url_secrets
 
@@ -524,6 +530,7 @@ class PostgresStore:
         metadata: Mapping[str, Any] | None = None,
         on_unreadable: OnUnreadable | None = None,
     ) -> list[CheckpointSummary]:
+        check_listing_filters(status, metadata, on_unreadable)
         sql_mod = self._sql
         conditions: list[Any] = []
         args: list[Any] = []

@@ -94,6 +94,24 @@ def metadata_matches(stored: Mapping[str, Any], wanted: Mapping[str, Any] | None
     return all(key in stored and stored[key] == value for key, value in wanted.items())
 
 
+def check_listing_filters(status: Any, metadata: Any, on_unreadable: Any = None) -> None:
+    """Refuse filters no checkpoint can match before any store is asked: a ``status`` that
+    is not one of the statuses (a typo, ``"complete"``, listed nothing without a word; a
+    number reached PostgreSQL and came back as an outage), a ``metadata`` that is not a
+    mapping with text keys, an ``on_unreadable`` that cannot be called."""
+    from typing import get_args
+
+    statuses = get_args(CheckpointStatus)
+    if status is not None and (not isinstance(status, str) or status not in statuses):
+        raise ValueError(f"status must be one of {', '.join(map(repr, statuses))} or None, not {status!r}")
+    if metadata is not None and (
+        not isinstance(metadata, Mapping) or not all(isinstance(key, str) for key in metadata)
+    ):
+        raise TypeError(f"metadata must be a mapping of text keys to values (or None), not {metadata!r:.80}")
+    if on_unreadable is not None and not callable(on_unreadable):
+        raise TypeError(f"on_unreadable must be a function of the error (or None), not {on_unreadable!r:.80}")
+
+
 def summary_matches(
     summary: CheckpointSummary,
     status: CheckpointStatus | None,

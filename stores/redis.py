@@ -47,7 +47,13 @@ from .errors import (
     StoreUnavailableError,
 )
 from .incremental import PrefixTracker, WritePlan
-from .protocol import OnUnreadable, StoreInfo, summary_matches, summary_or_report
+from .protocol import (
+    OnUnreadable,
+    StoreInfo,
+    check_listing_filters,
+    summary_matches,
+    summary_or_report,
+)
 from .retention import EXPIRING_STATUSES, parse_ttl
 from .url import check_params, query_params, redact_text, redact_url, split_url, url_secrets
 
@@ -544,6 +550,7 @@ class RedisStore:
         on_unreadable: OnUnreadable | None = None,
     ) -> list[CheckpointSummary]:
         """Summaries filtered by status and metadata, ordered by ``task_id``."""
+        check_listing_filters(status, metadata, on_unreadable)
         with self._errors("list checkpoints"):
             raw_members: Any = self._client.smembers(self._index_key)
             members = sorted(

@@ -68,7 +68,13 @@ from .errors import (
     StoreUnavailableError,
 )
 from .incremental import PrefixTracker, WritePlan
-from .protocol import OnUnreadable, StoreInfo, summary_matches, summary_or_report
+from .protocol import (
+    OnUnreadable,
+    StoreInfo,
+    check_listing_filters,
+    summary_matches,
+    summary_or_report,
+)
 from .url import check_params, query_params, redact_text, redact_url, split_url, url_secrets
 
 __all__ = ["S3Store"]
@@ -942,6 +948,7 @@ class S3Store:
         on_unreadable: OnUnreadable | None = None,
     ) -> list[CheckpointSummary]:
         """Summaries filtered by status and metadata, ordered by ``task_id``."""
+        check_listing_filters(status, metadata, on_unreadable)
         task_ids: list[str] = []
         with self._errors("list checkpoints"):
             paginator = self._client.get_paginator("list_objects_v2")

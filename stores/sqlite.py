@@ -55,7 +55,13 @@ from .errors import (
     StoreUnavailableError,
 )
 from .incremental import PrefixTracker, WritePlan
-from .protocol import OnUnreadable, StoreInfo, metadata_matches, summary_or_report
+from .protocol import (
+    OnUnreadable,
+    StoreInfo,
+    check_listing_filters,
+    metadata_matches,
+    summary_or_report,
+)
 from .retention import EXPIRING_STATUSES, cutoff, parse_ttl
 from .url import check_params, query_params, redact_url, split_url
 
@@ -643,6 +649,7 @@ class SQLiteStore:
         metadata: Mapping[str, Any] | None = None,
         on_unreadable: OnUnreadable | None = None,
     ) -> list[CheckpointSummary]:
+        check_listing_filters(status, metadata, on_unreadable)
         query = "SELECT task_id, version, head FROM checkpoints"
         conditions: list[str] = []
         args: list[Any] = []

@@ -799,3 +799,23 @@ def test_info_names_the_backend(
     info = any_checkpoint_store.info()
     assert any_checkpoint_store_backend.split("-")[0] == info.backend
     assert info.incremental is True
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "says"),
+    [
+        ({"status": "complete"}, ValueError, "status must be one of 'running', 'completed', 'failed' or None, not 'complete'"),
+        ({"status": 5}, ValueError, "status must be one of"),
+        ({"metadata": "x"}, TypeError, "metadata must be a mapping of text keys"),
+        ({"metadata": {1: "x"}}, TypeError, "metadata must be a mapping of text keys"),
+        ({"on_unreadable": 5}, TypeError, "on_unreadable must be a function"),
+    ],
+)
+def test_a_listing_filter_no_checkpoint_can_match_is_refused_not_answered_empty(
+    any_checkpoint_store: CheckpointStore, kwargs: dict[str, Any], error: type[Exception], says: str
+) -> None:
+    # A typo listed nothing without a word; status=5 came back from PostgreSQL as an
+    # outage; metadata="x" was an AttributeError or another error on each backend.
+    any_checkpoint_store.save(Checkpoint(task_id=_task_id(), status="completed"))
+    with pytest.raises(error, match=re.escape(says)):
+        any_checkpoint_store.list_checkpoints(**kwargs)
