@@ -290,8 +290,17 @@ def replay(
     >>> replay(my_agent, my_tools, Plan((), "done"), FaultPlan((CrashAt("after_model_call"),)))  # doctest: +SKIP
     """
     __tracebackhide__ = _hide_oracle_failures
+    from reference_agent.scripted import Plan as _Plan
+
     agent = _resolve_run(run)
     _check_tools(tools)
+    # Checked before anything runs: a dict or None was an AttributeError deep in a run.
+    if not isinstance(plan, _Plan):
+        raise TypeError(f"plan must be a Plan (Plan.from_dict(d) for a report's dict), not {type(plan).__name__}")
+    if not isinstance(fault_plan, FaultPlan):
+        raise TypeError(
+            f"fault_plan must be a FaultPlan (FaultPlan.from_dict(d) for a report's dict), not {type(fault_plan).__name__}"
+        )
     executor = _Executor(
         agent, tools, store=store, budget=budget, max_resumes=None, goal=goal,
         ignore_oracles=_ignored_oracles(ignore_oracles), history=_resolve_history(history),

@@ -294,6 +294,17 @@ def dumps(value: Any) -> bytes:
     return _encode(value, None, 0)
 
 
+def task_id_of(checkpoint: Any) -> Any:
+    """The task id of a checkpoint handed to ``save``, once it is seen to be a
+    :class:`~stores.Checkpoint` (``save(None)`` or a dict was an AttributeError)."""
+    if not isinstance(checkpoint, Checkpoint):
+        raise TypeError(
+            f"save takes a Checkpoint (Checkpoint(task_id=..., ...), or the one load or save "
+            f"returned), not {type(checkpoint).__name__}"
+        )
+    return checkpoint.task_id
+
+
 def check_task_id(task_id: object, *, saving: bool = False) -> str:
     """``task_id`` if a store may use it, else :class:`~stores.InvalidTaskIdError`.
 
@@ -505,7 +516,8 @@ def encode_head(checkpoint: Checkpoint) -> bytes:
     """
     try:
         data: bytes = checkpoint.__pydantic_serializer__.to_json(checkpoint, exclude=_HEAD_EXCLUDE)
-    except (PydanticSerializationError, RecursionError):
+    except (PydanticSerializationError, RecursionError, UnicodeDecodeError):
+        _raise_not_json(checkpoint)  # bytes that are not UTF-8 fail in the serializer
         _raise_head_problem(checkpoint)
         return dumps(checkpoint.model_dump(mode="json", exclude={"messages"}))
     # The models write NaN and infinities as the tokens ``NaN`` / ``Infinity`` (not as

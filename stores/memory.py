@@ -9,7 +9,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .checkpoint import Checkpoint, CheckpointStatus, CheckpointSummary, utcnow
-from .codec import check_task_id, decode_checkpoint, decode_summary, encode_head, encode_messages
+from .codec import (
+    check_task_id,
+    decode_checkpoint,
+    decode_summary,
+    encode_head,
+    encode_messages,
+    task_id_of,
+)
 from .errors import ConflictError, InvalidStoreURLError
 from .incremental import PrefixTracker, WritePlan
 from .protocol import (
@@ -104,7 +111,7 @@ class MemoryStore:
         return checkpoint
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
-        task_id = check_task_id(checkpoint.task_id, saving=True)
+        task_id = check_task_id(task_id_of(checkpoint), saving=True)
         now = utcnow()
         plan = self._tracker.plan(checkpoint)
         with self._lock:

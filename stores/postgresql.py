@@ -49,6 +49,7 @@ from .codec import (
     encode_head,
     encode_messages,
     split_joined,
+    task_id_of,
 )
 from .errors import (
     ConflictError,
@@ -419,7 +420,7 @@ class PostgresStore:
         return checkpoint.model_copy(update={"version": int(version)})
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
-        task_id = check_task_id(checkpoint.task_id, saving=True)
+        task_id = check_task_id(task_id_of(checkpoint), saving=True)
         # Encode before any I/O: a ValueError leaves the store untouched.
         plan = self._tracker.plan(checkpoint)
         new_version = checkpoint.version + 1

@@ -38,7 +38,14 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlencode, urlunsplit
 
 from .checkpoint import Checkpoint, CheckpointStatus, CheckpointSummary, utcnow
-from .codec import check_task_id, decode_checkpoint, decode_summary, encode_head, encode_messages
+from .codec import (
+    check_task_id,
+    decode_checkpoint,
+    decode_summary,
+    encode_head,
+    encode_messages,
+    task_id_of,
+)
 from .errors import (
     ConflictError,
     CorruptCheckpointError,
@@ -472,7 +479,7 @@ class RedisStore:
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
         """Compare-and-set on ``version``; writes only the new suffix of ``messages``."""
-        task_id = check_task_id(checkpoint.task_id, saving=True)
+        task_id = check_task_id(task_id_of(checkpoint), saving=True)
         new_version = checkpoint.version + 1
         saved = checkpoint.model_copy(update={"version": new_version, "updated_at": utcnow()})
         head = encode_head(saved)

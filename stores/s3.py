@@ -58,6 +58,7 @@ from .codec import (
     encode_head,
     encode_messages,
     loads,
+    task_id_of,
 )
 from .errors import (
     ConflictError,
@@ -697,7 +698,7 @@ class S3Store:
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
         """Compare-and-set on ``version`` through a conditional PUT of the head."""
-        task_id = check_task_id(checkpoint.task_id, saving=True)
+        task_id = check_task_id(task_id_of(checkpoint), saving=True)
         expected = checkpoint.version
         saved = checkpoint.model_copy(update={"version": expected + 1, "updated_at": utcnow()})
         with self._errors("save a checkpoint"):

@@ -46,6 +46,7 @@ from .codec import (
     dumps,
     encode_head,
     encode_messages,
+    task_id_of,
 )
 from .errors import (
     ConflictError,
@@ -474,7 +475,7 @@ class SQLiteStore:
         return checkpoint.model_copy(update={"version": version})
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
-        task_id = check_task_id(checkpoint.task_id, saving=True)
+        task_id = check_task_id(task_id_of(checkpoint), saving=True)
         # Encode everything before touching the file: a ValueError (a lone surrogate, say)
         # must leave the store exactly as it was.
         plan = self._tracker.plan(checkpoint)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import re
 import threading
 import warnings
 from collections import Counter
@@ -456,3 +457,39 @@ def test_an_agent_stopped_by_its_own_budget_after_faults_took_turns_is_not_blame
         with pytest.raises(OracleFailure, match="resumes_to_completion") as caught:
             replay(agent, toolbox(), plan, crash, budget=3)
         assert "budget=" not in str(caught.value).split("\n")[1]
+
+
+def test_replay_and_fault_plans_refuse_what_they_cannot_run_before_anything_runs() -> None:
+    # A dict or None was an AttributeError deep in a run; a typo'd key was read as no
+    # faults at all, and the replay of a failure passed (an outside round).
+    plan = Plan((Step((ToolCall("search", {"query": "q"}),)),), "done")
+    from tests.buggy_agents._loop import Bugs, make_agent
+
+    agent = make_agent(Bugs())
+    with pytest.raises(TypeError, match=r"plan must be a Plan \(Plan.from_dict"):
+        replay(agent, toolbox(), plan.to_dict(), FaultPlan())  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"fault_plan must be a FaultPlan \(FaultPlan.from_dict"):
+        replay(agent, toolbox(), plan, None)  # type: ignore[arg-type]
+    for data, says in [
+        ({"crash": [["after_tool_effect", 1]]}, "unknown key(s) crash"),
+        ({"crashes": "after_tool_effect"}, "fault plan['crashes'] must be a list"),
+        ({"crashes": [["after_tool_effect"]]}, "an entry has the wrong number of items"),
+        (None, "a fault plan is a dict"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(says)):
+            FaultPlan.from_dict(data)  # type: ignore[arg-type]
+    every = FaultPlan.from_dict({"crashes": [["after_tool_effect", 1]], "crash_fractions": [0.5]})
+    assert FaultPlan.from_dict(every.to_dict()) == every
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_generator_function_for_run_is_refused_saying_why(kind: str) -> None:
+    # Its body never ran; the report blamed completed_idempotent (an outside round).
+    def gen(task_id: str, goal: str, **kwargs: Any) -> Any:
+        yield "answer"
+
+    async def agen(task_id: str, goal: str, **kwargs: Any) -> Any:
+        yield "answer"
+
+    with pytest.raises(TypeError, match=r"is a generator function \(it yields\), so calling it runs none of its body"):
+        fuzz(gen if kind == "sync" else agen, toolbox(), max_examples=2)

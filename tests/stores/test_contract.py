@@ -819,3 +819,17 @@ def test_a_listing_filter_no_checkpoint_can_match_is_refused_not_answered_empty(
     any_checkpoint_store.save(Checkpoint(task_id=_task_id(), status="completed"))
     with pytest.raises(error, match=re.escape(says)):
         any_checkpoint_store.list_checkpoints(**kwargs)
+
+
+@pytest.mark.parametrize("given", [None, {"task_id": "x"}, "x"])
+def test_save_of_something_that_is_not_a_checkpoint_says_what_it_takes(
+    any_checkpoint_store: CheckpointStore, given: Any
+) -> None:
+    with pytest.raises(TypeError, match=r"save takes a Checkpoint .*, not (NoneType|dict|str)"):
+        any_checkpoint_store.save(given)
+
+
+def test_bytes_that_are_not_utf8_are_refused_naming_their_place(any_checkpoint_store: CheckpointStore) -> None:
+    # A raw UnicodeDecodeError from pydantic's serializer (an outside round).
+    with pytest.raises(UnstorableCheckpointError, match=r"at metadata\.raw cannot be stored: it holds a value of type bytes"):
+        any_checkpoint_store.save(Checkpoint(task_id=_task_id(), metadata={"raw": b"\xff"}))
