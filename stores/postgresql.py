@@ -63,6 +63,7 @@ from .incremental import PrefixTracker, WritePlan
 from .protocol import (
     OnUnreadable,
     StoreInfo,
+    check_listed_columns,
     check_listing_filters,
     metadata_matches,
     summary_or_report,
@@ -402,6 +403,8 @@ class PostgresStore:
         if row is None:
             return None
         version, lineage, head, count, indexes, raw_bodies = row[:6]
+        if not isinstance(version, int) or version < 1:
+            raise CorruptCheckpointError(task_id, f"the version column holds {version!r}, which no save writes")
         if bodies is None:
             indexes = list(indexes or [])
             if indexes != list(range(count)):
@@ -555,14 +558,16 @@ class PostgresStore:
         with self._connection("list") as conn:
             rows = conn.cursor(binary=True).execute(query, args).fetchall()
 
-        def summary_of(task_id: str, head: Any) -> CheckpointSummary:
+        def summary_of(task_id: str, head: Any, version: Any) -> CheckpointSummary:
             if head is None:
                 raise CorruptCheckpointError(task_id, "stored head is NULL")
-            return decode_summary(task_id, bytes(head))
+            summary = decode_summary(task_id, bytes(head))
+            check_listed_columns(task_id, summary.status, version, status)
+            return summary
 
         result = []
         for task_id, version, head in rows:
-            summary = summary_or_report(on_unreadable, summary_of, task_id, head)
+            summary = summary_or_report(on_unreadable, summary_of, task_id, head, version)
             if summary is not None and metadata_matches(summary.metadata, metadata):
                 result.append(summary.model_copy(update={"version": int(version)}))
         return result
@@ -868,3 +873,4 @@ class _Queries:
             " SELECT count(*) FROM gone",
             expired=expired,
         )
+

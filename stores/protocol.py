@@ -137,3 +137,18 @@ def summary_or_report(
     except (CorruptCheckpointError, UnsupportedSchemaVersionError) as exc:
         on_unreadable(exc)
         return None
+
+
+def check_listed_columns(task_id: str, head_status: str, version: Any, wanted: str | None) -> None:
+    """The columns a listing filtered and ordered by must agree with the head it read:
+    a ``status`` column edited apart from the head listed a running task as completed
+    (what a prune by that listing would delete), a version below 1 a checkpoint no save
+    wrote (an outside round edited both)."""
+    if wanted is not None and head_status != wanted:
+        raise CorruptCheckpointError(
+            task_id,
+            f"the status column says {wanted!r} but the stored head says {head_status!r}: one of "
+            "them was edited apart from the other (load reads the head)",
+        )
+    if not isinstance(version, int) or version < 1:
+        raise CorruptCheckpointError(task_id, f"the version column holds {version!r}, which no save writes")

@@ -59,6 +59,7 @@ from .incremental import PrefixTracker, WritePlan
 from .protocol import (
     OnUnreadable,
     StoreInfo,
+    check_listed_columns,
     check_listing_filters,
     metadata_matches,
     summary_or_report,
@@ -668,14 +669,16 @@ class SQLiteStore:
         except sqlite3.DatabaseError as exc:
             raise self._unavailable(str(exc)) from None
 
-        def summary_of(task_id: str, head: Any) -> CheckpointSummary:
+        def summary_of(task_id: str, head: Any, version: Any) -> CheckpointSummary:
             if not isinstance(head, bytes | str):
                 raise CorruptCheckpointError(task_id, "stored head is not JSON")
-            return decode_summary(task_id, head)
+            summary = decode_summary(task_id, head)
+            check_listed_columns(task_id, summary.status, version, status)
+            return summary
 
         result = []
         for task_id, version, head in rows:
-            summary = summary_or_report(on_unreadable, summary_of, task_id, head)
+            summary = summary_or_report(on_unreadable, summary_of, task_id, head, version)
             # The metadata rule lives in one place (metadata_matches); SQLite filters status.
             if summary is not None and metadata_matches(summary.metadata, metadata):
                 result.append(summary.model_copy(update={"version": version}))

@@ -833,3 +833,4 @@ def test_bytes_that_are_not_utf8_are_refused_naming_their_place(any_checkpoint_s
     # A raw UnicodeDecodeError from pydantic's serializer (an outside round).
     with pytest.raises(UnstorableCheckpointError, match=r"at metadata\.raw cannot be stored: it holds a value of type bytes"):
         any_checkpoint_store.save(Checkpoint(task_id=_task_id(), metadata={"raw": b"\xff"}))
+

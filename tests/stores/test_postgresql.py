@@ -686,3 +686,27 @@ def test_acknowledged_saves_survive_sigkill_of_the_server(
         assert (loaded.version, len(loaded.messages)) == (21, 20)
     finally:
         store.close()
+
+
+def test_a_status_column_edited_apart_from_the_head_is_damage_not_a_listed_match(store: PostgresStore) -> None:
+    # list_checkpoints(status="completed") returned a task whose head says running (an
+    # outside round edited the status column): what a prune by that listing would delete.
+    store.save(Checkpoint(task_id="t1", status="running", iteration=3))
+    _execute(store, "UPDATE {cp} SET status = 'completed' WHERE task_id = 't1'")
+    with pytest.raises(CorruptCheckpointError, match="the status column says 'completed' but the stored head says 'running'"):
+        store.list_checkpoints(status="completed")
+    reported: list[Exception] = []
+    assert store.list_checkpoints(status="completed", on_unreadable=reported.append) == []
+    assert [getattr(error, "task_id", None) for error in reported] == ["t1"]
+    loaded = store.load("t1")
+    assert loaded is not None and (loaded.status, loaded.iteration) == ("running", 3)  # reads changed nothing
+
+
+def test_a_version_column_below_one_is_damage(store: PostgresStore) -> None:
+    # It loaded as a Checkpoint of version -3, which the model itself refuses to build.
+    store.save(Checkpoint(task_id="t1"))
+    _execute(store, "UPDATE {cp} SET version = -3 WHERE task_id = 't1'")
+    with pytest.raises(CorruptCheckpointError, match="the version column holds -3, which no save writes"):
+        store.load("t1")
+    with pytest.raises(CorruptCheckpointError, match="the version column holds -3"):
+        store.list_checkpoints()
