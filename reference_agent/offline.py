@@ -1362,6 +1362,21 @@ def _check_request(request: Mapping[str, Any], path: str) -> str | None:
             return "max_tokens: Input should be a valid integer"
         if limit < 1:
             return "max_tokens: Input should be greater than or equal to 1"
+    system = request.get("system")
+    if system is not None and not isinstance(system, str):
+        # A string, or a list of text blocks: a number or an object is a 400.
+        if not isinstance(system, list):
+            return "system: Input should be a valid string or a valid list"
+        for index, block in enumerate(system):
+            if not isinstance(block, Mapping) or block.get("type") != "text" or not isinstance(block.get("text"), str):
+                return f"system.{index}: Input should be a text block ({{'type': 'text', 'text': ...}})"
+    metadata = request.get("metadata")
+    if metadata is not None:
+        if not isinstance(metadata, Mapping):
+            return "metadata: Input should be a valid dictionary"
+        user = metadata.get("user_id")
+        if user is not None and not isinstance(user, str):
+            return "metadata.user_id: Input should be a valid string"
     stops = request.get("stop_sequences")
     if stops is not None:
         if not isinstance(stops, list):

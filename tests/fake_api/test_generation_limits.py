@@ -6,6 +6,7 @@ Claude's: cut where the token limit falls (``stop_reason: "max_tokens"``,
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import anthropic
@@ -235,3 +236,26 @@ def test_a_prompt_beyond_the_context_window_is_refused_as_the_api_refuses_it(str
 def test_a_context_window_that_is_not_a_positive_int_is_refused(window: Any) -> None:
     with pytest.raises(ValueError, match="context_window must be a positive int"):
         FakeMessagesAPI(Plan(steps=(), final_answer=ANSWER), context_window=window)
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        ({"system": 5}, "system: Input should be a valid string or a valid list"),
+        ({"system": [{"type": "image"}]}, "system.0: Input should be a text block"),
+        ({"metadata": {"user_id": 5}}, "metadata.user_id: Input should be a valid string"),
+        ({"metadata": "x"}, "metadata: Input should be a valid dictionary"),
+    ],
+)
+def test_a_system_or_metadata_the_api_refuses_is_a_400(extra: dict[str, Any], says: str) -> None:
+    # They were answered 200 (an outside round).
+    client = FakeMessagesAPI(Plan(steps=(), final_answer=ANSWER)).client(max_retries=0)
+    with pytest.raises(anthropic.BadRequestError, match=re.escape(says)):
+        client.messages.create(model="m", max_tokens=64, messages=GO, extra_body=extra)  # type: ignore[arg-type]
+    # What the API takes still passes.
+    ok = client.messages.create(
+        model="m", max_tokens=64, messages=GO,  # type: ignore[arg-type]
+        system=[{"type": "text", "text": "be brief", "cache_control": {"type": "ephemeral"}}],
+        metadata={"user_id": "u-1"},
+    )
+    assert ok.content[0].text == ANSWER  # type: ignore[union-attr]
