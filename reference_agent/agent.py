@@ -854,12 +854,17 @@ def run(
     # that fails on every later run.
     check_task_id(task_id)
     check_goal(goal)
-    if max_iterations < 1:
-        raise ValueError(f"max_iterations must be >= 1, not {max_iterations}")
-    if checkpoint_every < 1:
-        raise ValueError(f"checkpoint_every must be >= 1, not {checkpoint_every}")
-    if save_attempts < 1:
-        raise ValueError(f"save_attempts must be >= 1, not {save_attempts}")
+    for name, count in (
+        ("max_iterations", max_iterations), ("checkpoint_every", checkpoint_every), ("save_attempts", save_attempts)
+    ):
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ValueError(f"{name} must be an int >= 1, not {count!r}")
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise TypeError(f"metadata must be a mapping (a dict) stored with the checkpoint, not {type(metadata).__name__}")
+    if on_event is not None and not callable(on_event):
+        raise TypeError(f"on_event must be a function of an AgentEvent, not {type(on_event).__name__}")
+    if isinstance(retry_backoff, bool) or not isinstance(retry_backoff, int | float) or not retry_backoff >= 0:
+        raise ValueError(f"retry_backoff must be a number of seconds, 0 or more, not {retry_backoff!r}")
     _check_collaborators(client, store, tools)
     loop = _Loop(
         task_id,

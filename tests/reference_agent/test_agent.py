@@ -579,3 +579,22 @@ def test_without_a_tracer_provider_a_span_is_the_current_one() -> None:
         )
         with loop.span("agentckpt.save", reason="x") as span:
             assert span is outer is trace.get_current_span()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "says"),
+    [
+        ({"max_iterations": "5"}, ValueError, "max_iterations must be an int >= 1, not '5'"),
+        ({"checkpoint_every": True}, ValueError, "checkpoint_every must be an int >= 1, not True"),
+        ({"metadata": "x"}, TypeError, "metadata must be a mapping"),
+        ({"on_event": 5}, TypeError, "on_event must be a function of an AgentEvent"),
+        ({"retry_backoff": -1}, ValueError, "retry_backoff must be a number of seconds, 0 or more"),
+    ],
+)
+def test_a_bad_argument_is_refused_before_anything_is_written(kwargs: dict[str, Any], error: type[Exception], says: str) -> None:
+    # They were a TypeError from a comparison, a ValueError from dict(), a TypeError from
+    # a call deep in the loop, or taken as they were (an outside round).
+    store = MemoryStore()
+    with pytest.raises(error, match=says):
+        run("bad", "g", client=FakeMessagesAPI(demo_plan()).client(), store=store, tools=demo_toolbox(World()), **kwargs)
+    assert store.load("bad") is None
