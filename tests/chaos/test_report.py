@@ -104,3 +104,36 @@ def test_prints_its_answer(anthropic_client, checkpoint_store, agentckpt_tools, 
     result = pytester.runpytest(*ARGS, "--agentckpt-chaos")
     result.assert_outcomes(passed=2)
     assert re.search(r"crash points: (\d+) run \(\1 passed, 0 failed\)", result.stdout.str()), result.stdout.str()
+
+
+def test_a_test_left_out_because_it_has_no_store_fixture_is_named_in_the_summary(pytester: pytest.Pytester) -> None:
+    # It passed under --agentckpt-chaos as if chaos mode had judged it (an outside round).
+    pytester.makeconftest((SUITE / "conftest.py").read_text())
+    pytester.makepyfile(
+        test_own_store='''
+import functools
+import pytest
+import reference_agent
+from reference_agent.scripted import Plan, Step, ToolCall
+from stores import open_store
+
+PLAN = Plan(steps=(Step((ToolCall("search", {"query": "q"}),)),), final_answer="ok")
+run = functools.partial(reference_agent.run, retry_backoff=0.0)
+
+
+@pytest.mark.agentckpt_model(plan=PLAN)
+def test_with_its_own_store(anthropic_client, agentckpt_tools):
+    assert run("t", "g", client=anthropic_client, store=open_store("memory://"), tools=agentckpt_tools) == "ok"
+
+
+@pytest.mark.agentckpt_model(plan=PLAN)
+@pytest.mark.agentckpt_chaos(False)
+def test_left_out_on_purpose(anthropic_client, agentckpt_tools):
+    assert run("t", "g", client=anthropic_client, store=open_store("memory://"), tools=agentckpt_tools) == "ok"
+'''
+    )
+    result = pytester.runpytest(*ARGS, "--agentckpt-chaos")
+    result.assert_outcomes(passed=2)
+    out = result.stdout.str()
+    assert "not in chaos mode: 1 test(s) use the fake API's client but none of the store fixtures" in out, out
+    assert "test_with_its_own_store" in out and "test_left_out_on_purpose" not in out.split("not in chaos mode")[1]
