@@ -649,6 +649,18 @@ HANG_NOTICE = 120.0
 HANG_POLL = 5.0
 
 
+@dataclass
+class _Watched:
+    """An attempt the hang watch looks at: its timeline, its thread, how many events it had
+    when the watch last saw them change, and whether the watch has told of it."""
+
+    timeline: Timeline
+    thread: threading.Thread
+    seen: int = -1
+    since: float = field(default_factory=time.monotonic)
+    told: bool = False
+
+
 class _HangWatch:
     """Says where an attempt in memory mode waits once it has done nothing for
     :data:`HANG_NOTICE` seconds. It cannot stop it (only process mode kills an attempt):
@@ -658,13 +670,12 @@ class _HangWatch:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        #: Executor -> (timeline, thread, events seen, when they last changed, told).
-        self._watched: dict[int, list[Any]] = {}
+        self._watched: dict[int, _Watched] = {}  # by the executor's id
         self._thread: threading.Thread | None = None
 
     def watch(self, executor: object, timeline: Timeline) -> None:
         with self._lock:
-            self._watched[id(executor)] = [timeline, threading.current_thread(), -1, time.monotonic(), False]
+            self._watched[id(executor)] = _Watched(timeline, threading.current_thread())
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="agentckpt-hang-watch", daemon=True)
                 self._thread.start()
@@ -679,21 +690,20 @@ class _HangWatch:
             now = time.monotonic()
             with self._lock:
                 due = []
-                for entry in self._watched.values():
-                    timeline, thread, seen, since, told = entry
-                    count = len(timeline.events)
-                    if count != seen:
-                        entry[2], entry[3], entry[4] = count, now, False
-                    elif not told and now - since >= HANG_NOTICE:
-                        entry[4] = True
-                        due.append((timeline, thread, now - since))
-            for timeline, thread, idle in due:
-                _say_hung(timeline, thread, idle)
+                for watched in self._watched.values():
+                    count = len(watched.timeline.events)
+                    if count != watched.seen:
+                        watched.seen, watched.since, watched.told = count, now, False
+                    elif not watched.told and now - watched.since >= HANG_NOTICE:
+                        watched.told = True
+                        due.append((watched, now - watched.since))
+            for watched, idle in due:
+                _say_hung(watched.timeline, watched.thread, idle)
 
 
 def _say_hung(timeline: Timeline, thread: threading.Thread, idle: float) -> None:
     from . import _progress
-    from ._takeover import _where
+    from ._process import ATTEMPT_TIMEOUT
 
     where = _where(thread)
     text = (
@@ -701,9 +711,9 @@ def _say_hung(timeline: Timeline, thread: threading.Thread, idle: float) -> None
         f"store operation for {idle:.0f} s"
         + (f"; it waits at {where}" if where else "")
         + ". In memory mode a hang cannot be stopped: interrupt the run, or fuzz with "
-        "mode='process', where an attempt is killed after 120 s and reported. Look for what it "
-        "waits on: a task or thread that died (a tool that raised a BaseException), a lock, a "
-        "queue no one fills\n"
+        f"mode='process', where an attempt is killed after {ATTEMPT_TIMEOUT:g} s and reported. Look "
+        "for what it waits on: a task or thread that died (a tool that raised a BaseException), a "
+        "lock, a queue no one fills\n"
     )
     sink = _progress.sink
     try:
@@ -713,6 +723,22 @@ def _say_hung(timeline: Timeline, thread: threading.Thread, idle: float) -> None
             sys.__stderr__.write(text)
     except Exception:  # a closed terminal: nothing else to do from this thread
         pass
+
+
+def _where(thread: threading.Thread) -> str:
+    """Where ``thread`` is waiting: its innermost frame outside the standard library and
+    this package (the agent's line), or "" when there is none (an event loop's wait)."""
+    import sysconfig
+    import traceback
+
+    frame = sys._current_frames().get(thread.ident or -1)
+    if frame is None:
+        return ""
+    skip = (sysconfig.get_paths()["stdlib"], os.path.dirname(__file__))
+    for entry in reversed(traceback.extract_stack(frame)):
+        if not entry.filename.startswith(skip):
+            return f"{entry.filename}:{entry.lineno} ({(entry.line or '').strip()})"
+    return ""
 
 
 _HANG_WATCH = _HangWatch()

@@ -50,6 +50,7 @@ from typing import Any
 
 from stores import Checkpoint
 
+from ._scenario import _where
 from .faults import FaultInjector, FaultPlan, FaultyStore, InstrumentedToolbox
 from .oracles import (
     ToolFlags,
@@ -669,24 +670,6 @@ def _lost_update(
         f"{when}, worker A, waking up, {what} ({len(saves)} save(s) of its own went through): "
         f"B's work is lost. {advice}",
     )
-
-
-def _where(thread: threading.Thread) -> str:
-    """Where ``thread`` is waiting: its innermost frame outside the standard library and
-    this package (the agent's line), or "" when there is none (an event loop's wait)."""
-    import os
-    import sys
-    import sysconfig
-    import traceback
-
-    frame = sys._current_frames().get(thread.ident or -1)
-    if frame is None:
-        return ""
-    skip = (sysconfig.get_paths()["stdlib"], os.path.dirname(__file__))
-    for entry in reversed(traceback.extract_stack(frame)):
-        if not entry.filename.startswith(skip):
-            return f"{entry.filename}:{entry.lineno} ({(entry.line or '').strip()})"
-    return ""
 
 
 def _warn_blocked(blocked: list[_Point], wait: float, total: int) -> None:

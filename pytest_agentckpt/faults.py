@@ -621,39 +621,36 @@ class FaultPlan:
         a ``ValueError`` saying what each key holds: read as no faults, a replay of a
         failure would pass without a word.
         """
-        shapes = {
-            "crashes": "[[point, occurrence], ...]",
-            "api_faults": "[[kind, request], ...]",
-            "store_faults": "[[kind, operation, occurrence, times, delay], ...]",
-            "crash_fractions": "[fraction, ...]",
+        # Each key: its shape, and how many items an entry has (None: a number, not a list).
+        shapes: dict[str, tuple[str, range | None]] = {
+            "crashes": ("[[point, occurrence], ...]", range(2, 3)),
+            "api_faults": ("[[kind, request], ...]", range(2, 3)),
+            "store_faults": ("[[kind, operation, occurrence, times, delay], ...]", range(1, 6)),
+            "crash_fractions": ("[fraction, ...]", None),
         }
-        example = "; it holds " + ", ".join(f"{key}: {shape}" for key, shape in shapes.items())
+        example = "; it holds " + ", ".join(f"{key}: {shape}" for key, (shape, _) in shapes.items())
         if not isinstance(data, Mapping):
             raise ValueError(f"a fault plan is a dict (FaultPlan.to_dict()), not {data!r:.80}{example}")
         unknown = sorted(map(str, set(data) - set(shapes)))
         if unknown:
             raise ValueError(f"fault plan: unknown key(s) {', '.join(unknown)}{example}")
         entries: dict[str, list[Any]] = {}
-        for key in shapes:
+        for key, (shape, sizes) in shapes.items():
             value = data.get(key, ())
             if isinstance(value, str | bytes) or not isinstance(value, Sequence):
-                raise ValueError(f"fault plan[{key!r}] must be a list, {shapes[key]}, not {value!r:.80}")
-            if key != "crash_fractions":
-                for entry in value:
-                    if isinstance(entry, str | bytes) or not isinstance(entry, Sequence):
-                        raise ValueError(f"fault plan[{key!r}]: each entry is a list, {shapes[key]}, not {entry!r:.80}")
+                raise ValueError(f"fault plan[{key!r}] must be a list, {shape}, not {value!r:.80}")
             entries[key] = list(value)
-        try:
-            return cls(
-                crashes=tuple(CrashAt(p, o) for p, o in entries["crashes"]),
-                api_faults=tuple(ApiFault(k, r) for k, r in entries["api_faults"]),
-                store_faults=tuple(StoreFault(*fault) for fault in entries["store_faults"]),
-                crash_fractions=tuple(entries["crash_fractions"]),
-            )
-        except (TypeError, ValueError) as exc:
-            if "unpack" not in str(exc) and "positional argument" not in str(exc):
-                raise
-            raise ValueError(f"fault plan: an entry has the wrong number of items ({exc}){example}") from None
+            if sizes is None:
+                continue
+            for entry in value:
+                if isinstance(entry, str | bytes) or not isinstance(entry, Sequence) or len(entry) not in sizes:
+                    raise ValueError(f"fault plan[{key!r}]: each entry is a list, {shape}, not {entry!r:.80}")
+        return cls(
+            crashes=tuple(CrashAt(p, o) for p, o in entries["crashes"]),
+            api_faults=tuple(ApiFault(k, r) for k, r in entries["api_faults"]),
+            store_faults=tuple(StoreFault(*fault) for fault in entries["store_faults"]),
+            crash_fractions=tuple(entries["crash_fractions"]),
+        )
 
 
 class WorldLike(Protocol):

@@ -15,7 +15,6 @@ import logging
 import os
 import queue
 import random
-import re
 import shlex
 import signal
 import subprocess
@@ -42,7 +41,7 @@ from stores import (
     open_store,
     redact_url,
 )
-from stores.errors import UnsupportedSchemaVersionError
+from stores.errors import StatusOutOfStepError, UnsupportedSchemaVersionError
 from stores.url import DEFAULT_STORE_URL, redact_text, resolve_url, url_secrets
 
 if TYPE_CHECKING:
@@ -474,12 +473,10 @@ def _report_unreadable(task_id: str, store_url: str | None, error: BaseException
     if isinstance(error, _Disagrees):
         print(f"skipped {_shown(task_id)}: {error}; left as it is", file=sys.stderr)
         return
-    columns = re.match(r"the status column says '(\w+)' but the stored head says '(\w+)'", getattr(error, "reason", ""))
-    if columns is not None:
-        # The store's listing found its status column out of step with the head: never a
-        # task to delete (its checkpoint may be a running task's).
-        print(f"skipped {_shown(task_id)}: the store lists it as {columns[1]}, but its checkpoint says "
-              f"{columns[2]} (the store's status column is out of step with its checkpoint); left as it is",
+    if isinstance(error, StatusOutOfStepError):
+        # Never a task to delete: its checkpoint may be a running task's.
+        print(f"skipped {_shown(task_id)}: the store lists it as {error.listed}, but its checkpoint says "
+              f"{error.stored} (the store's status column is out of step with its checkpoint); left as it is",
               file=sys.stderr)
         return
     print(f"skipped {_shown(task_id)}: unreadable, left as it is "

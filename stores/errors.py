@@ -12,6 +12,7 @@ __all__ = [
     "InvalidStoreURLError",
     "InvalidTaskIdError",
     "MissingDriverError",
+    "StatusOutOfStepError",
     "StoreError",
     "StoreNotFoundError",
     "StoreUnavailableError",
@@ -55,6 +56,19 @@ class CorruptCheckpointError(StoreError):
         super().__init__(
             f"checkpoint {task_id!r} is corrupt: {reason}. The stored data was left as it is; "
             "inspect it, restore it from a backup, or delete the task to start over"
+        )
+
+
+class StatusOutOfStepError(CorruptCheckpointError):
+    """A store's status column says ``listed`` where the stored head says ``stored``: one
+    was edited apart from the other. The task may be running: never a task to delete."""
+
+    def __init__(self, task_id: str, listed: str, stored: str) -> None:
+        self.listed, self.stored = listed, stored
+        super().__init__(
+            task_id,
+            f"the status column says {listed!r} but the stored head says {stored!r}: one of them "
+            "was edited apart from the other (load reads the head)",
         )
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from .checkpoint import Checkpoint, CheckpointStatus, CheckpointSummary
-from .errors import CorruptCheckpointError, UnsupportedSchemaVersionError
+from .errors import CorruptCheckpointError, StatusOutOfStepError, UnsupportedSchemaVersionError
 
 __all__ = ["CheckpointStore", "OnUnreadable", "StoreInfo"]
 
@@ -145,10 +145,6 @@ def check_listed_columns(task_id: str, head_status: str, version: Any, wanted: s
     (what a prune by that listing would delete), a version below 1 a checkpoint no save
     wrote (an outside round edited both)."""
     if wanted is not None and head_status != wanted:
-        raise CorruptCheckpointError(
-            task_id,
-            f"the status column says {wanted!r} but the stored head says {head_status!r}: one of "
-            "them was edited apart from the other (load reads the head)",
-        )
+        raise StatusOutOfStepError(task_id, wanted, head_status)
     if not isinstance(version, int) or version < 1:
         raise CorruptCheckpointError(task_id, f"the version column holds {version!r}, which no save writes")

@@ -301,11 +301,7 @@ def run_process_writers(
             else:
                 logs[worker] = log
     finally:
-        for child in children:
-            child.join(max(0.1, deadline - time.monotonic()))
-            if child.is_alive():
-                child.kill()
-                child.join(5)
+        _reap(children, deadline)
     if corrupt is not None:
         raise CorruptCheckpointError(*corrupt)
     if failures:
@@ -372,6 +368,31 @@ def _judge_create_round(
     return []
 
 
+#: What :func:`_create` says of a create that succeeded.
+_WON = "won"
+
+
+def _create(store: CheckpointStore, task_id: str, marker: str) -> str:
+    """One racing create of ``task_id``: ``_WON``, ``""`` for a conflict or a store error
+    (an outage says nothing of the race), or the other exception, as text."""
+    try:
+        store.save(Checkpoint(task_id=task_id, goal="race", messages=[{"role": "user", "content": marker}]))
+    except (ConflictError, StoreError):
+        return ""
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return _WON
+
+
+def _reap(children: list[Any], deadline: float) -> None:
+    """Join the child processes until ``deadline``; kill those still running."""
+    for child in children:
+        child.join(max(0.1, deadline - time.monotonic()))
+        if child.is_alive():
+            child.kill()
+            child.join(5)
+
+
 def _create_round(
     store: CheckpointStore, task_id: str, threads: int, deleting: bool, deadline: float
 ) -> tuple[list[str], list[str]]:
@@ -385,12 +406,13 @@ def _create_round(
         marker = f"create-w{worker}"
         try:
             lockstep.wait(30)
-            store.save(Checkpoint(task_id=task_id, goal="race", messages=[{"role": "user", "content": marker}]))
+        except threading.BrokenBarrierError:
+            return
+        outcome = _create(store, task_id, marker)
+        if outcome == _WON:
             won.append(marker)
-        except (ConflictError, StoreError, threading.BrokenBarrierError):
-            pass
-        except Exception as exc:
-            other.append(f"{type(exc).__name__}: {exc}")
+        elif outcome:
+            other.append(outcome)
 
     def delete() -> None:
         try:
@@ -426,14 +448,7 @@ def _process_creator(
         store = StoreFactory.from_spec(spec).make(namespace)
         for task_id in task_ids:
             lockstep.wait(30)
-            marker = f"create-p{worker}"
-            try:
-                store.save(Checkpoint(task_id=task_id, goal="race", messages=[{"role": "user", "content": marker}]))
-                outcomes.append("won")
-            except (ConflictError, StoreError):
-                outcomes.append("")
-            except Exception as exc:
-                outcomes.append(f"{type(exc).__name__}: {exc}")
+            outcomes.append(_create(store, task_id, f"create-p{worker}"))
             lockstep.wait(30)
         store.close()
         results.put((worker, outcomes, None))
@@ -494,11 +509,7 @@ def run_process_create_race(
                 failures.append(f"creating process {worker}:\n{error}")
             else:
                 outcomes[worker] = seen
-        for child in children:
-            child.join(max(0.1, deadline - time.monotonic()))
-            if child.is_alive():
-                child.kill()
-                child.join(5)
+        _reap(children, deadline)
     if failures:
         raise RuntimeError("a process racing to create a task failed:\n" + "\n".join(failures))
     if len(outcomes) < processes:
@@ -506,8 +517,8 @@ def run_process_create_race(
                            "(a quarter of the limit per contract; a slow store needs a higher --timeout)")
     for round_, task_id in enumerate(task_ids):
         seen = [(worker, outcomes[worker][round_]) for worker in sorted(outcomes)]
-        won = [f"create-p{worker}" for worker, outcome in seen if outcome == "won"]
-        other = [outcome for _, outcome in seen if outcome not in ("won", "")]
+        won = [f"create-p{worker}" for worker, outcome in seen if outcome == _WON]
+        other = [outcome for _, outcome in seen if outcome not in (_WON, "")]
         problems = _judge_create_round(store, task_id, won, other, processes, "processes", round_ % 2 == 1)
         if problems:
             return problems

@@ -473,7 +473,7 @@ def test_replay_and_fault_plans_refuse_what_they_cannot_run_before_anything_runs
     for data, says in [
         ({"crash": [["after_tool_effect", 1]]}, "unknown key(s) crash"),
         ({"crashes": "after_tool_effect"}, "fault plan['crashes'] must be a list"),
-        ({"crashes": [["after_tool_effect"]]}, "an entry has the wrong number of items"),
+        ({"crashes": [["after_tool_effect"]]}, "fault plan['crashes']: each entry is a list, [[point, occurrence], ...], not ['after_tool_effect']"),
         (None, "a fault plan is a dict"),
     ]:
         with pytest.raises(ValueError, match=re.escape(says)):
