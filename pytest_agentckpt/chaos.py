@@ -202,10 +202,12 @@ def _test_failed(exc: BaseException) -> bool:
     return isinstance(exc, AssertionError | pytest.fail.Exception | pytest.skip.Exception)
 
 
-def _describe_exception(exc: BaseException, *, lines: int = 1) -> str:
+def _describe_exception(exc: BaseException, *, lines: int | None = 1) -> str:
     """``exc`` as ``Type: message``, its first ``lines`` lines (an assertion's explanation
-    follows its first line)."""
+    follows its first line), or all of them with ``lines=None``."""
     text = str(exc).strip().splitlines()
+    if lines is None:
+        lines = len(text)
     cut = text[:lines] + ([f"... ({len(text) - lines} more lines)"] if len(text) > lines else [])
     return f"{type(exc).__name__}: {chr(10).join(cut)}".rstrip(": ")
 
@@ -453,7 +455,9 @@ class ChaosTest:
                     # An assertion, or the test's own code after its agent finished (a
                     # check that raises KeyError on a lost effect): not the agent raising.
                     timeline.add("attempt_end", outcome="test failed", detail=detail)
-                    failure = f"the test failed after the crash: {_describe_exception(exc, lines=40)}"
+                    # Whole: the report shows it "in full" below the points (pytest's own
+                    # long diffs included), each point's line only its first line.
+                    failure = f"the test failed after the crash: {_describe_exception(exc, lines=None)}"
                     break
                 # The agent raised: a supervisor would start it again.
                 timeline.add("attempt_end", outcome="error", detail=detail)

@@ -50,6 +50,36 @@ def test_counts_the_tools_called(anthropic_client, checkpoint_store, agentckpt_t
 
 
 
+def test_a_long_assertion_is_shown_whole_below_the_points(pytester: pytest.Pytester) -> None:
+    # "in full" used to stop at 40 lines with "... (N more lines)": pytest's diff of two long
+    # lists, the part that says what differs, came after the cut.
+    pytester.makeconftest((SUITE / "conftest.py").read_text())
+    pytester.makepyfile(
+        test_long='''
+import functools
+import pytest
+import reference_agent
+from reference_agent.scripted import Plan, Step, ToolCall
+
+PLAN = Plan(steps=(Step((ToolCall("search", {"query": "keys"}),)),), final_answer="ok")
+run = functools.partial(reference_agent.run, retry_backoff=0.0)
+
+
+@pytest.mark.agentckpt_model(plan=PLAN)
+def test_one_model_call_per_turn(anthropic_client, checkpoint_store, agentckpt_tools, anthropic_requests):
+    assert run("t", "g", client=anthropic_client, store=checkpoint_store, tools=agentckpt_tools) == "ok"
+    assert len(anthropic_requests) == 2, "\\n".join(f"detail line {i}" for i in range(60))
+'''
+    )
+    result = pytester.runpytest(*ARGS, "--agentckpt-chaos")
+    result.assert_outcomes(failed=1)
+    report = _report_of(result.stdout.str(), "test_one_model_call_per_turn")
+    full = report.split("the test's assertion at", 1)[1].split("timeline of", 1)[0]
+    assert "detail line 59" in full and "more lines" not in full, report
+    # Each point's own line stays one line.
+    assert "detail line 1\n" not in report.split("the test's assertion at", 1)[0], report
+
+
 def test_a_failing_point_names_each_other_oracle_once_and_never_its_first_again() -> None:
     # "no_duplicate_effect (also no_duplicate_effect, test_assertions)", an outside round saw.
     from types import SimpleNamespace
