@@ -120,7 +120,22 @@ def _judge(
     main = outcome.main()
     not_checkable: dict[str, str] = {}
     violations = valid_sequence(main, validate_messages, error_type=InvalidHistoryError)
+    # A run that completed at the agent's own budget, with what it answers then ("budget
+    # exhausted"), because the faults took turns away: its answer, and the actions it had
+    # no turn left for, are the budget's, as an unfinished run's are (an outside round's
+    # durable-execution agent completes at its limit; raising there passed).
+    cut_short = outcome.completed and outcome.runaway is None and _cut_short(main)
+    at_budget = _budget_spent(main, baseline, budget) if cut_short else None
     duplicates, unsafe = no_duplicate_effect(main, baseline, flags, completed=outcome.completed)
+    if cut_short:
+        kept, _ = no_duplicate_effect(main, baseline, flags, completed=False)
+        if len(kept) < len(duplicates):  # actions lost: the run ended before it did them
+            if at_budget is not None:
+                not_checkable["no_duplicate_effect"] = f"an action the crash-free run did was not done: {at_budget}"
+                duplicates = kept
+            else:
+                hint = _budget_hint(main, baseline, budget, answered=True)
+                duplicates = [v if v in kept else Violation(v.oracle, v.message + hint, v.marks) for v in duplicates]
     violations += duplicates
     answered = same_answer(outcome.answer, baseline, completed=outcome.completed, timeline=main)
     if answered:
@@ -129,6 +144,12 @@ def _judge(
         if excuses:
             unsafe += excuses
             answered = []
+        elif at_budget is not None:
+            not_checkable["same_answer"] = f"the run answered {outcome.answer!r:.80} at its budget: {at_budget}"
+            answered = []
+        elif cut_short:
+            hint = _budget_hint(main, baseline, budget, answered=True)
+            answered = [Violation(v.oracle, v.message + hint, v.marks) for v in answered]
     violations += answered
     violations += iteration_monotone(main, budget=budget)
     missing = history_not_found(main)
@@ -165,7 +186,8 @@ def _judge(
 
 
 def _budget_spent(timeline: Timeline, baseline: Baseline, budget: int | None) -> str | None:
-    """Why an unfinished run is the budget's, not the agent's: it stopped once the model
+    """Why an unfinished run (or one that completed with its budget's answer) is the
+    budget's, not the agent's: it stopped once the model
     had answered its ``budget`` of turns, and the task needs more than that under these
     faults (the crash-free run's turns, plus those the faults took away: a reply a crash
     cut, a call re-asked after its outcome was unknown). An outside round's agent, whose
@@ -183,16 +205,24 @@ def _budget_spent(timeline: Timeline, baseline: Baseline, budget: int | None) ->
     )
 
 
-def _budget_hint(timeline: Timeline, baseline: Baseline, budget: int | None) -> str:
-    """A word on ``budget=`` for an unfinished run that spent as many turns as the
-    crash-free run: a turn limit of the agent's own may be what stopped it."""
+def _budget_hint(timeline: Timeline, baseline: Baseline, budget: int | None, *, answered: bool = False) -> str:
+    """A word on ``budget=`` for a run that spent as many turns as the crash-free run and
+    did not finish, or ``answered`` otherwise: a turn limit of the agent's own may be what
+    stopped it."""
     if budget is not None or model_turns(timeline) < model_turns(baseline.timeline):
         return ""
     return (
-        ". If it stopped at a turn limit of its own that spans restarts, pass that limit as "
-        "budget= to fuzz: a run that stops at it because faults took turns away is then not "
-        "reported"
+        f". If it {'gave that answer' if answered else 'stopped'} at a turn limit of its own that "
+        "spans restarts, pass that limit as budget= to fuzz: a run that stops at it because "
+        "faults took turns away is then not reported"
     )
+
+
+def _cut_short(timeline: Timeline) -> bool:
+    """Whether the agent answered while the model's last reply still asked for tools (it
+    ended the task itself, at a limit of its own, say)."""
+    replies = [e for e in timeline.of("model_response") if e.data.get("status") == 200]
+    return bool(replies and replies[-1].data.get("tool_uses"))
 
 
 def _stale_save(timeline: Timeline, error: str | None) -> str:

@@ -63,11 +63,17 @@ def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
     return [] if isinstance(content, str) else list(content or [])
 
 
-def make_agent(bugs: Bugs = Bugs(), *, max_iterations: int = 30) -> Callable[..., str]:
-    """An agent of the fixed contract with the given bugs planted."""
+def make_agent(
+    bugs: Bugs = Bugs(), *, max_iterations: int = 30, complete_at_budget: bool = False
+) -> Callable[..., str]:
+    """An agent of the fixed contract with the given bugs planted. ``complete_at_budget``:
+    at ``max_iterations`` it completes the task with the answer "budget exhausted" (a
+    design, not a bug) instead of raising."""
 
     def run(task_id: str, goal: str, *, client: Any, store: CheckpointStore, tools: Any) -> str:
-        return _Agent(task_id, goal, client, store, tools, bugs, max_iterations).run()
+        agent = _Agent(task_id, goal, client, store, tools, bugs, max_iterations)
+        agent.complete_at_budget = complete_at_budget
+        return agent.run()
 
     return run
 
@@ -88,6 +94,7 @@ class _Agent:
         self.max_iterations = max_iterations
         self.cp = Checkpoint(task_id=task_id, goal=goal)
         self.resumed = False
+        self.complete_at_budget = False
 
     def save(self) -> None:
         try:
@@ -186,6 +193,10 @@ class _Agent:
                 self.save()  # BUG when skipped: the tools run on a reply no checkpoint holds
             self.cp.messages.append({"role": "user", "content": []})
             self.run_tools(uses)
+        if self.complete_at_budget:
+            self.cp.status, self.cp.final_answer = "completed", "budget exhausted"
+            self.save()
+            return "budget exhausted"
         raise RuntimeError("iteration budget exhausted")
 
     def run_tools(self, uses: list[dict[str, Any]]) -> None:

@@ -459,6 +459,40 @@ def test_an_agent_stopped_by_its_own_budget_after_faults_took_turns_is_not_blame
         assert "budget=" not in str(caught.value).split("\n")[1]
 
 
+def test_an_agent_that_completes_at_its_own_budget_after_faults_took_turns_is_not_blamed() -> None:
+    # An outside round's durable-execution agent completes the task with "budget exhausted"
+    # at its turn limit instead of raising: same_answer blamed it, with budget= given, and
+    # an action it had no turn left for was called lost. Raising there passed.
+    from tests.buggy_agents._loop import Bugs, make_agent
+
+    plan = Plan((Step((ToolCall("send_email", {"to": "ann"}),)), Step((ToolCall("write_record", {"key": "a"}),))), "done")
+    one = FaultPlan.from_dict({"crashes": [["after_tool_effect", 1]], "api_faults": [], "store_faults": []})
+    two = FaultPlan.from_dict({"crashes": [["after_tool_effect", 1], ["after_tool_effect", 2]], "api_faults": [], "store_faults": []})
+    agent = make_agent(Bugs(), max_iterations=3, complete_at_budget=True)  # the crash-free run takes 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnsafeToolWarning)  # send_email has no key
+        for faults in (one, two):
+            replay(agent, toolbox(), plan, faults, budget=3)
+        # Told of no budget: the answer, and the action lost under two crashes, each say what to pass.
+        with pytest.raises(OracleFailure, match="same_answer") as caught:
+            replay(agent, toolbox(), plan, one)
+        assert "If it gave that answer at a turn limit of its own" in str(caught.value)
+        with pytest.raises(OracleFailure, match="no_duplicate_effect") as caught:
+            replay(agent, toolbox(), plan, two)
+        lost = str(caught.value).split("\n")[1]
+        assert "write_record" in lost and "an action was lost" in lost and "pass that limit as budget=" in lost
+        # A budget it stopped short of is no excuse.
+        with pytest.raises(OracleFailure, match="same_answer"):
+            replay(agent, toolbox(), plan, one, budget=4)
+    # The hint is for an agent that ended the task while the model still asked for tools:
+    # one that changes the model's own final answer on resume gets none.
+    changes = make_agent(Bugs(answer_changes_on_resume=True))
+    with pytest.raises(OracleFailure, match="same_answer") as caught:
+        replay(changes, toolbox(), Plan((Step((ToolCall("search", {"query": "q"}),)),), "done"),
+               FaultPlan.from_dict({"crashes": [["after_model_call", 1]], "api_faults": [], "store_faults": []}))
+    assert "budget=" not in str(caught.value)
+
+
 def test_replay_and_fault_plans_refuse_what_they_cannot_run_before_anything_runs() -> None:
     # A dict or None was an AttributeError deep in a run; a typo'd key was read as no
     # faults at all, and the replay of a failure passed (an outside round).
