@@ -90,6 +90,8 @@ class Budget:
     latency_repeats: int
     contract_timeout: float
     shrink: bool
+    #: Tasks the listing contract saves before it lists them all (past a page of 100).
+    listed_tasks: int = 120
 
 
 #: ``--quick``: a few seconds for an in-process store.
@@ -121,6 +123,8 @@ FULL = Budget(
     latency_repeats=25,
     contract_timeout=180.0,
     shrink=True,
+    # Past S3's page of 1,000 keys too (a listing that reads one page only).
+    listed_tasks=1050,
 )
 
 

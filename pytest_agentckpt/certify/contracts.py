@@ -999,7 +999,8 @@ def check_delete(ctx: CertifyContext) -> str:
 
 
 def check_listing(ctx: CertifyContext) -> str:
-    store = ctx.new_store()
+    namespace = new_namespace()
+    store = ctx.new_store(namespace)
     prefix = ctx.task_id("list")
     rows: list[tuple[str, CheckpointStatus, dict[str, Any]]] = [
         ("b", "running", {"user": "u1", "team": "x"}),
@@ -1056,8 +1057,99 @@ def check_listing(ctx: CertifyContext) -> str:
         raise ContractFailed(f"the listing summary of task b is stale or wrong: {b}")
     if not isinstance(b.updated_at, _dt.datetime):
         raise ContractFailed("the listing summary has no updated_at")
-    apart = _namespaces_apart(ctx, prefix, saved["b"].task_id)
-    return f"{len(cases)} status/metadata filters return the right tasks in task_id order{apart}"
+    many = _many_listed(ctx, store, prefix)
+    apart = _namespaces_apart(ctx, prefix, saved["b"].task_id) + _namespace_prefixes(ctx, store, namespace)
+    return f"{len(cases)} status/metadata filters return the right tasks in task_id order{many}{apart}"
+
+
+def _many_listed(ctx: CertifyContext, store: CheckpointStore, prefix: str) -> str:
+    """Every task is listed, however many: a listing that reads one page (a query with a
+    ``LIMIT``, one ``SCAN`` or S3 ``ListObjects`` call) drops the rest, and a metadata
+    filter applied to that page misses the matches past it (an outside round's store
+    listed 100 tasks of 101 and was certified)."""
+    count = ctx.budget.listed_tasks
+    ids = [f"{prefix}-m{i:05d}" for i in range(count)]
+    late = set(ids[-3:])
+    for task_id in ids:
+        ctx.check_stop()
+        store.save(Checkpoint(task_id=task_id, goal="many", metadata={"late": True} if task_id in late else {}))
+    try:
+        listed = [s.task_id for s in store.list_checkpoints() if s.task_id.startswith(prefix + "-m")]
+        matched = [s.task_id for s in store.list_checkpoints(metadata={"late": True}) if s.task_id.startswith(prefix + "-m")]
+        missing = [task_id for task_id in ids if task_id not in set(listed)]
+        loads = bool(missing) and store.load(missing[-1]) is not None
+    finally:
+        for task_id in ids:
+            store.delete(task_id)
+    if listed != ids:
+        if missing:
+            raise ContractFailed(
+                f"of {count} tasks saved, list_checkpoints() returned {len(ids) - len(missing)}: "
+                f"{len(missing)} are missing ({missing[0]!r}, ...). "
+                + (
+                    "The last missing one still loads: the listing stops after a page (a query "
+                    "with a LIMIT, a single SCAN or S3 ListObjects call whose continuation is "
+                    "not followed). List every task, page by page, or a worker never sees the "
+                    "orphaned tasks past the first page"
+                    if loads
+                    else "The last missing one does not load either: saves acknowledged one by "
+                    "one were lost"
+                )
+            )
+        raise ContractFailed(
+            f"list_checkpoints() returned the {count} tasks saved out of task_id order or more "
+            "than once (a page read twice?): list each task once, ordered by task_id"
+        )
+    if matched != sorted(late):
+        raise ContractFailed(
+            f"list_checkpoints(metadata={{'late': True}}) returned {len(matched)} of the 3 tasks "
+            f"that match, the last 3 of {count} saved: the filter is applied to one page of the "
+            "listing, not to every task. Filter in the query, or read every page before filtering"
+        )
+    return f"; all {count} tasks saved are listed, and a filter finds the last ones"
+
+
+def _namespace_prefixes(ctx: CertifyContext, shorter: CheckpointStore, namespace: str) -> str:
+    """Namespaces one of which begins with the other are kept apart: a store that puts
+    its namespace before the task id with no separator (a key ``namespace + task_id``)
+    gives task ``'0' + t`` of namespace ``n`` the key of task ``t`` of namespace ``n0``,
+    so a delete in one erases the other's checkpoint (an outside round's DynamoDB store;
+    every namespace certification made had the same length, and it was certified)."""
+    if not ctx.factory.takes_namespace:
+        return ""
+    longer = ctx.new_store(namespace + "0")
+    task_id = ctx.task_id("prefixed")
+    alias = "0" + task_id
+    longer.save(Checkpoint(task_id=task_id, goal="another namespace's task"))
+    problem = None
+    try:
+        try:
+            listed = [s.task_id for s in shorter.list_checkpoints() if s.task_id in (alias, task_id)]
+            loaded = shorter.load(alias)
+        except Exception as exc:
+            problem = f"its listing or load raised {type(exc).__name__}: {exc}"
+        else:
+            if listed or loaded is not None:
+                problem = f"it {'lists ' + repr(listed[0]) if listed else 'loads ' + repr(alias)}"
+        if problem is None:
+            shorter.delete(alias)
+            if longer.load(task_id) is None:
+                problem = f"its delete({alias!r}) erased that checkpoint"
+    finally:
+        with contextlib.suppress(Exception):
+            longer.delete(task_id)
+        with contextlib.suppress(Exception):
+            shorter.delete(alias)
+    if problem is not None:
+        raise ContractFailed(
+            f"after a store of namespace {namespace + '0'!r} saved task {task_id!r}, a store of "
+            f"namespace {namespace!r} sees it: {problem}. The store joins the namespace and "
+            "the task id with no separator, so a namespace that begins with another one's "
+            "name shares keys with it. Put a separator that no namespace contains between "
+            f"them (a key '{namespace}:' + task_id, a directory per namespace), or a "
+            "clean-up job of one tenant deletes another's checkpoints"
+        )
+    return "; nor does one whose name begins with it"
 
 
 def _namespaces_apart(ctx: CertifyContext, prefix: str, task_id: str) -> str:

@@ -1346,3 +1346,45 @@ def make_ignores_namespace(namespace: str) -> DirectoryStore:
     """A factory that takes a namespace and does nothing with it: every store it makes is
     the same directory."""
     return DirectoryStore(_root("ignores-namespace", "all"))
+
+
+class OnePageListingStore(DirectoryStore):
+    """Lists the first 100 task files and filters those (a query with ``LIMIT 100``, then
+    a metadata filter in Python): an outside round's SQL store, certified while every
+    contract listed fewer than 43 tasks."""
+
+    def list_checkpoints(self, **filters: Any) -> Any:
+        with self._locked(exclusive=False):
+            page = sorted(self.root.glob("*.json"))[:100]
+            heads = ((unquote(p.stem), loads(p.read_bytes(), task_id=unquote(p.stem))["head"]) for p in page)
+            return _listing(heads, filters)
+
+
+def make_one_page_listing(namespace: str) -> OnePageListingStore:
+    return OnePageListingStore(_root("one-page-listing", namespace))
+
+
+class NamespaceGluedStore(DirectoryStore):
+    """Every namespace in one directory, a task's file named ``namespace + task_id`` with
+    no separator: namespace ``n``'s task ``'0' + t`` is namespace ``n0``'s task ``t`` (an
+    outside round's DynamoDB store, whose sort key was ``namespace + task_id``)."""
+
+    def __init__(self, root: Path, namespace: str) -> None:
+        super().__init__(root)
+        self.namespace = namespace
+
+    def _file(self, task_id: str) -> Path:
+        return self.root / (quote(self.namespace + task_id, safe="") + ".json")
+
+    def list_checkpoints(self, **filters: Any) -> Any:
+        with self._locked(exclusive=False):
+            mine = [p for p in sorted(self.root.glob("*.json")) if unquote(p.stem).startswith(self.namespace)]
+            heads = (
+                (unquote(p.stem)[len(self.namespace):], loads(p.read_bytes(), task_id=unquote(p.stem)[len(self.namespace):])["head"])
+                for p in mine
+            )
+            return _listing(heads, filters)
+
+
+def make_namespace_glued(namespace: str) -> NamespaceGluedStore:
+    return NamespaceGluedStore(_root("namespace-glued", "all"), namespace)
