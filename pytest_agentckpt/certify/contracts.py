@@ -32,6 +32,7 @@ from stores import (
     CorruptCheckpointError,
     UnsupportedSchemaVersionError,
 )
+from stores.checkpoint import utcnow
 from stores.codec import dumps
 
 from .comparison import first_difference
@@ -415,7 +416,37 @@ def check_compare_and_set(ctx: CertifyContext) -> str:
     again = store.save(Checkpoint(task_id=task_id, goal="recreated"))
     if again.version != 1:
         raise ContractFailed(f"re-creating a deleted checkpoint returned version {again.version}")
-    return "stale, future and create-on-existing saves conflict and change nothing"
+    _check_stamped(store, again)
+    return "stale, future and create-on-existing saves conflict and change nothing; a save stamps updated_at"
+
+
+def _check_stamped(store: CheckpointStore, checkpoint: Checkpoint) -> None:
+    """A save stamps ``updated_at`` with its own time, whatever the checkpoint carried: an
+    agent saves what it loaded, with the time of the save before, and retention and
+    ``agentckpt prune --older-than`` go by it (an outside round's store kept the caller's
+    time and was certified)."""
+    old = utcnow() - _dt.timedelta(days=1)
+    saved = store.save(checkpoint.model_copy(update={"goal": "stamped", "updated_at": old}))
+    loaded = store.load(checkpoint.task_id)
+    listed = next((s for s in store.list_checkpoints() if s.task_id == checkpoint.task_id), None)
+    recent = utcnow() - _dt.timedelta(hours=1)
+    for what, stamp in (
+        ("the checkpoint save returned", saved.updated_at),
+        ("the checkpoint load returned", loaded.updated_at if loaded else None),
+        ("the listing's summary", listed.updated_at if listed else None),
+    ):
+        if stamp is None:
+            continue
+        if stamp.tzinfo is None:
+            stamp = stamp.replace(tzinfo=_dt.timezone.utc)
+        if stamp < recent:
+            raise ContractFailed(
+                f"a save of a checkpoint whose updated_at was a day old ({old:%Y-%m-%d %H:%M:%S} UTC) "
+                f"kept it: {what} has updated_at {stamp:%Y-%m-%d %H:%M:%S} UTC. A save must set "
+                "updated_at to the time of the save (an agent saves what it loaded, with the time "
+                "of the save before): retention and 'agentckpt prune --older-than' go by it, and "
+                "would delete a task saved minutes ago"
+            )
 
 
 def check_model_based(ctx: CertifyContext) -> str:

@@ -1388,3 +1388,23 @@ class NamespaceGluedStore(DirectoryStore):
 
 def make_namespace_glued(namespace: str) -> NamespaceGluedStore:
     return NamespaceGluedStore(_root("namespace-glued", "all"), namespace)
+
+
+class KeepsCallersStampStore(DirectoryStore):
+    """Keeps the ``updated_at`` the caller's checkpoint carried (an outside round's SQL
+    store, certified): a task saved now looks as old as the load it came from."""
+
+    def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        task_id = checkpoint.task_id
+        with self._locked(exclusive=True):
+            data = self._read(task_id)
+            stored = None if data is None else self._decode(task_id, data).version
+            if (stored or 0) != checkpoint.version:
+                raise ConflictError(task_id, checkpoint.version, stored)
+            saved = checkpoint.model_copy(update={"version": checkpoint.version + 1})
+            self._write(task_id, self._encode(saved))
+        return self._decode(task_id, self._encode(saved))
+
+
+def make_keeps_callers_stamp(namespace: str) -> KeepsCallersStampStore:
+    return KeepsCallersStampStore(_root("keeps-callers-stamp", namespace))
