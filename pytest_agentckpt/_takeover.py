@@ -668,7 +668,7 @@ def _lost_update(
     return Violation(
         "no_lost_update",
         f"{when}, worker A, waking up, {what} ({len(saves)} save(s) of its own went through): "
-        f"B's work is lost. {advice}",
+        f"a worker that no longer owned the task wrote over the checkpoint of the one that did. {advice}",
     )
 
 

@@ -85,7 +85,7 @@ def test_saving_on_top_of_the_newer_version_is_a_lost_update() -> None:
     failing = _failing(caught)
     assert "no_lost_update" in set(failing.values()), failing
     report = str(caught.value)
-    assert "worker A, waking up, changed its" in report and "B's work is lost" in report
+    assert "worker A, waking up, changed its" in report and "a worker that no longer owned the task wrote over the checkpoint of the one that did" in report
     assert "HELD at" in report and "worker B takes the task over" in report and "worker A wakes up" in report
     # Held before the run's first save, A has nothing to lose to B yet: A's first write
     # creates the task, and B finds it.
