@@ -42,6 +42,22 @@ def test_drawn_plans_are_each_crashed_at_every_point() -> None:
     assert report.single_crash_points == report.examples == report.stats.crashes
 
 
+def test_points_only_the_run_of_the_completed_task_passes_are_not_counted_as_checked() -> None:
+    # An outside round's durable-execution agent saves when run on a task it completed:
+    # those saves' points were planned crashes that never came (that run gets no faults),
+    # and "every single-crash point ... (322 points)" counted them, with 256 crashes.
+    from stores import Checkpoint
+
+    def touches_completed(task_id: str, goal: str, *, client: object, store: object, tools: object) -> str:
+        loaded = store.load(task_id)  # type: ignore[attr-defined]
+        if loaded is not None and loaded.status == "completed":
+            store.save(Checkpoint.model_validate({**loaded.model_dump(), "metadata": {"seen": True}}))  # type: ignore[attr-defined]
+        return REFERENCE(task_id, goal, client=client, store=store, tools=tools)
+
+    report = fuzz(touches_completed, safe_toolbox(), plans=[PLAN], systematic=True, max_examples=1, seed=1)
+    assert report.single_crash_points == report.examples == report.stats.crashes
+
+
 def test_systematic_must_be_a_bool() -> None:
     with pytest.raises(ValueError, match="systematic must be True or False"):
         fuzz(REFERENCE, safe_toolbox(), systematic="yes")  # type: ignore[arg-type]
