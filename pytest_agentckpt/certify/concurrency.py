@@ -343,6 +343,17 @@ def _judge_create_round(
     """What a round of racing creates shows: exactly one may succeed, the others must raise
     ``ConflictError``, and the task must hold the winner's content."""
     where = "just after another deleted it" if deleting else "new"
+    if other and not won and deleting:
+        # No create won: the error is no lost race (an outside round's store was told to
+        # map a FileNotFoundError, which a delete removing its lock mid-save caused).
+        return [
+            f"{len(other)} of {racers} {who} creating one task just after another deleted it "
+            f"raised {other[0]}, and none created it. A create that runs beside a delete must "
+            "either create the task or raise ConflictError; an error from something the delete "
+            "removed under the save (its lock file, its directory, its row) means the delete "
+            "and the save do not exclude each other: keep what the save locks out of what "
+            "delete removes, or take the same lock in both"
+        ]
     if other:
         return [
             f"{len(other)} of {racers} {who} creating one task ({where}) at once raised "

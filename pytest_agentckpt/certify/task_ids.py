@@ -23,7 +23,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from stores import Checkpoint, CheckpointStore, ConflictError
+from stores import Checkpoint, CheckpointStore, ConflictError, StoreUnavailableError
 
 from .comparison import first_difference
 from .context import CertifyContext, ContractFailed
@@ -266,6 +266,10 @@ def _save_all(probe: _Probe) -> None:
             ):
                 probe.refused[task_id] = f"{type(exc).__name__}: {exc}"
                 continue
+            if isinstance(exc, StoreUnavailableError) and probe.partner(task_id, exc) is None:
+                # An outage says nothing of the id (an outside round's flaky store was told
+                # to encode one): the contract is an error, as on any other contract.
+                raise
             raise _save_failed(probe, task_id, exc) from None
         if saved.task_id == task_id and saved.version != 1:
             # The id is kept: the store returned the wrong version, not a wrong id.

@@ -1408,3 +1408,19 @@ class KeepsCallersStampStore(DirectoryStore):
 
 def make_keeps_callers_stamp(namespace: str) -> KeepsCallersStampStore:
     return KeepsCallersStampStore(_root("keeps-callers-stamp", namespace))
+
+
+class OutageOnLongIdsStore(DirectoryStore):
+    """Correct, but its backend is down whenever an id of over 100 characters is saved
+    (a deterministic stand-in for an outage during task_id_fidelity's saves)."""
+
+    def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        from stores import StoreUnavailableError
+
+        if len(checkpoint.task_id) > 100:
+            raise StoreUnavailableError("the backend did not answer (planted outage)")
+        return super().save(checkpoint)
+
+
+def make_outage_on_long_ids(namespace: str) -> OutageOnLongIdsStore:
+    return OutageOnLongIdsStore(_root("outage-on-long-ids", namespace))

@@ -353,3 +353,29 @@ def test_instances_that_share_data_late_are_told_their_reads_are_stale_not_that_
         assert result.outcome is Outcome.FAILED, (contract, result.summary)
         assert "was loaded by another instance of the same namespace only after" in result.summary
         assert "stale reads" in result.summary and "do not share data" not in result.summary
+
+
+def test_a_create_beside_a_delete_that_fails_with_no_winner_is_not_told_to_map_the_error() -> None:
+    # An outside round's store, whose delete removed the task's directory and lock under a
+    # racing save, was told its FileNotFoundError was a lost race to map to ConflictError:
+    # the advice would have hidden the bug. With no create won, the report says what it is.
+    from pytest_agentckpt.certify.concurrency import _judge_create_round
+    from stores import open_store
+
+    store = open_store("memory://")
+    error = "FileNotFoundError: [Errno 2] No such file or directory: '.tmp-x'"
+    [raced] = _judge_create_round(store, "t", [], [error] * 3, 3, "threads", True)
+    assert "none created it" in raced and "do not exclude each other" in raced and "map" not in raced
+    # A create that lost to one that won, with the backend's own error, is still told to map it.
+    [lost] = _judge_create_round(store, "t", ["create-1"], ["IntegrityError: duplicate key"], 3, "threads", True)
+    assert "map the backend's unique-key or exists error" in lost
+
+
+def test_an_outage_while_ids_are_saved_is_an_error_not_a_refused_id() -> None:
+    # An outside round's store, unavailable for 3% of its saves, had task_id_fidelity
+    # failed with "a store that cannot hold one as given must encode it".
+    report = certify("tests.certify.buggy_stores:make_outage_on_long_ids", quick=True, seed=SEED,
+                     only=["task_id_fidelity"], figures=False)
+    result = report.result("task_id_fidelity")
+    assert result.outcome is Outcome.ERROR, (result.outcome, result.summary)
+    assert "StoreUnavailableError" in result.summary and "encode" not in result.summary
