@@ -423,10 +423,19 @@ def _expect_listing(probe: _Probe, present: list[str], when: str) -> None:
         )
     missing = [task_id for task_id in present if task_id not in listed]
     if missing:
+        # Every missing id sorts after the last task listed: the listing stops after a page
+        # (an outside round's LIMIT 10), it does not map ids.
+        paged = bool(everything) and all(task_id > everything[-1].task_id for task_id in missing)
         raise probe.failed(
             missing[0],
             f"{when}, the listing does not show it ({len(missing)} of the {len(present)} ids "
-            "saved are missing); it still loads, so the listing maps ids differently",
+            "saved are missing); it still loads, so "
+            + (
+                f"the listing stops after a page of {len(everything)} tasks (a LIMIT, a single SCAN call): "
+                "list every task, page by page (the listing contract checks many tasks)"
+                if paged
+                else "the listing maps ids differently"
+            ),
         )
 
 

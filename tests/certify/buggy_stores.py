@@ -1353,15 +1353,23 @@ class OnePageListingStore(DirectoryStore):
     a metadata filter in Python): an outside round's SQL store, certified while every
     contract listed fewer than 43 tasks."""
 
+    page = 100
+
     def list_checkpoints(self, **filters: Any) -> Any:
         with self._locked(exclusive=False):
-            page = sorted(self.root.glob("*.json"))[:100]
+            page = sorted(self.root.glob("*.json"))[: self.page]
             heads = ((unquote(p.stem), loads(p.read_bytes(), task_id=unquote(p.stem))["head"]) for p in page)
             return _listing(heads, filters)
 
 
 def make_one_page_listing(namespace: str) -> OnePageListingStore:
     return OnePageListingStore(_root("one-page-listing", namespace))
+
+
+def make_ten_page_listing(namespace: str) -> OnePageListingStore:
+    store = OnePageListingStore(_root("ten-page-listing", namespace))
+    store.page = 10
+    return store
 
 
 class NamespaceGluedStore(DirectoryStore):

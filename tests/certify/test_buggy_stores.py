@@ -379,3 +379,14 @@ def test_an_outage_while_ids_are_saved_is_an_error_not_a_refused_id() -> None:
     result = report.result("task_id_fidelity")
     assert result.outcome is Outcome.ERROR, (result.outcome, result.summary)
     assert "StoreUnavailableError" in result.summary and "encode" not in result.summary
+
+
+def test_ids_missing_past_the_last_listed_are_named_a_listing_that_stops_after_a_page() -> None:
+    # An outside round's store listed 10 tasks (LIMIT 10): task_id_fidelity said "the
+    # listing maps ids differently" and gave collation advice.
+    report = certify("tests.certify.buggy_stores:make_ten_page_listing", quick=True, seed=SEED,
+                     only=["task_id_fidelity"], figures=False)
+    result = report.result("task_id_fidelity")
+    assert result.outcome is Outcome.FAILED
+    assert "the listing stops after a page of 10 tasks" in result.summary, result.summary
+    assert "maps ids differently" not in result.summary
