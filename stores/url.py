@@ -92,6 +92,12 @@ def _userinfo_end(url: str, parts: SplitResult) -> int:
         found = url.find(mark, start)
         if found != -1:
             stop = min(stop, found)
+    last = url.rfind("@", start)
+    if last >= stop and "://" not in url[start:last]:
+        # An ``@`` past a ``?`` or ``#``, with no URL nested in a parameter before it: the
+        # password may hold an unencoded ``?``, ``#``, ``/`` or ``@`` (``u:p@ss/w?x@host``,
+        # which showed ``ss/w?x`` before). The widest reading hides all of it.
+        return last
     at = url.rfind("@", start, stop)
     if at == -1 and stop < len(url):
         # A password holding an unencoded ``?`` or ``#`` (``redis://:pa?ss@host``): the
@@ -232,6 +238,10 @@ def split_url(url: str) -> SplitResult:
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - urlsplit checks the port only when it is read
+        if parts.netloc.count("@") > 1:
+            # ``u:AAAA@BBBB@host``: this parser takes the last ``@``, drivers the first one,
+            # and report the host ``BBBB@host``, a piece of the password (an outside round).
+            raise ValueError("two '@' in the host part")
     except ValueError as exc:
         if "@" in url:
             # The parser's words may quote a piece of a password it took for the port

@@ -138,6 +138,11 @@ def test_an_unreachable_store_error_never_shows_the_secret(url: str) -> None:
         f"postgresql://app:{SECRET}?x@127.0.0.1:1/test",
         f"redis://:{SECRET}#x@127.0.0.1:1/0",
         f"postgresql://app:{SECRET}/x@127.0.0.1:1/test",
+        # An unencoded '@' (a CLI round): the part past a '?' in the password was shown,
+        # and with two '@' in the host part the driver named the host 'BBBB@127.0.0.1'.
+        f"postgresql://app:p@ss:w/rd?x#{SECRET}@127.0.0.1:5432/test",
+        f"postgresql://app:AAAA@{SECRET}@127.0.0.1:5432/test",
+        f"redis://:AAAA@{SECRET}@127.0.0.1:6379/0",
     ],
 )
 def test_an_invalid_url_error_never_shows_the_secret(url: str) -> None:
