@@ -109,10 +109,15 @@ _OFF = (
     "on a process crash) or full (the default)"
 )
 
-#: True for a head row that has expired; its one parameter is the cutoff (ISO text).
-_EXPIRED = "(status IN ({}) AND updated_at < ?)".format(
-    ", ".join("'" + status.replace("'", "''") + "'" for status in sorted(EXPIRING_STATUSES))
-)
+#: True for a head row that has expired; its one parameter is the cutoff (ISO text). The
+#: head must say the status the column says: a row whose column was edited apart from its
+#: head (completed over a running checkpoint) is damage, reported by loads and listings,
+#: never expired and deleted (a CLI round's running task was deleted by a read-only
+#: ``status``). A head that is not JSON is never expired either: its load reports it.
+_EXPIRED = (
+    "(status IN ({}) AND updated_at < ? AND CASE WHEN json_valid(CAST(head AS TEXT))"
+    " THEN json_extract(CAST(head AS TEXT), '$.status') END = status)"
+).format(", ".join("'" + status.replace("'", "''") + "'" for status in sorted(EXPIRING_STATUSES)))
 _SELECT_FOR_SAVE = "SELECT version, lineage, message_count FROM checkpoints WHERE task_id = ?"
 _SELECT_FOR_SAVE_TTL = (
     f"SELECT version, lineage, message_count, {_EXPIRED} FROM checkpoints WHERE task_id = ?"

@@ -592,6 +592,28 @@ def test_sweep_expired_deletes_exactly_the_expired_finished_checkpoints(
     assert [s.task_id for s in ttl_store.list_checkpoints()] == ["running"]
 
 
+def test_a_status_column_edited_apart_from_its_head_never_expires_a_running_checkpoint(
+    ttl_store: SQLiteStore, db_path: Path, clock: FakeClock
+) -> None:
+    # A CLI round: a running task whose status column was edited to 'completed' expired,
+    # and the read-only `status` command's load deleted it; a listing hid it without a word.
+    from stores.errors import StatusOutOfStepError
+
+    two = [_user("a"), _user("b")]
+    ttl_store.save(Checkpoint(task_id="live", status="running", messages=two, iteration=3))
+    ttl_store.save(Checkpoint(task_id="done", status="completed", messages=two))
+    with closing(_raw(db_path)) as raw, raw:
+        raw.execute("UPDATE checkpoints SET status = 'completed' WHERE task_id = 'live'")
+    clock.advance(61)
+    loaded = ttl_store.load("live")
+    assert loaded is not None and (loaded.status, loaded.messages) == ("running", two)
+    assert [(s.task_id, s.status) for s in ttl_store.list_checkpoints()] == [("live", "running")]
+    with pytest.raises(StatusOutOfStepError):
+        ttl_store.list_checkpoints(status="completed")  # what a prune of finished tasks lists
+    assert ttl_store.sweep_expired() == 1  # "done" only
+    assert _rows(db_path, "live") == (1, 2) and _rows(db_path, "done") == (0, 0)
+
+
 @pytest.mark.parametrize("ttl", [None, 1e15])
 def test_without_a_ttl_nothing_expires(db_path: Path, clock: FakeClock, ttl: float | None) -> None:
     store = SQLiteStore(db_path, ttl=ttl)  # None, or longer than the calendar goes back
