@@ -808,8 +808,19 @@ class _Queries:
         expired) as a parameter: the client's clock, as for ``updated_at`` itself.
         """
         statuses = sql_mod.SQL(", ").join(sql_mod.Literal(s) for s in sorted(EXPIRING_STATUSES))
-        expired = sql_mod.SQL("(status IN ({}) AND updated_at < %s)").format(statuses)
-        expired_c = sql_mod.SQL("(c.status IN ({}) AND c.updated_at < %s)").format(statuses)
+        # Never a row whose stored head says running anywhere: a status column edited apart
+        # from its head (completed over a running task) is damage, which loads and listings
+        # report, not an expired task to delete (a CLI round's running task was deleted by a
+        # read-only `status`). The bytes are searched, not parsed: a damaged head cannot make
+        # the query fail, and a finished head holding that text in its metadata is merely
+        # kept past its ttl.
+        running = sql_mod.Literal(b'"status":"running"')
+        expired = sql_mod.SQL("(status IN ({}) AND updated_at < %s AND position({} in head) = 0)").format(
+            statuses, running
+        )
+        expired_c = sql_mod.SQL("(c.status IN ({}) AND c.updated_at < %s AND position({} in c.head) = 0)").format(
+            statuses, running
+        )
         #: A listing condition: the row has not expired.
         self.not_expired: sql.Composed = sql_mod.SQL("NOT {}").format(expired)
         # Deletes the task's rows if it expired, in the statement that reads it.

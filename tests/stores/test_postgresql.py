@@ -580,6 +580,30 @@ def test_the_ttl_counts_from_the_last_save_to_the_microsecond(
     assert ttl_store.load("t") is None
 
 
+def test_a_status_column_edited_apart_from_its_head_never_expires_a_running_checkpoint(
+    ttl_store: PostgresStore, clock: FakeClock
+) -> None:
+    # A CLI round: a running task whose status column was edited to 'completed' expired,
+    # and the read-only `status` command's load deleted it.
+    from stores.errors import StatusOutOfStepError
+
+    two = [_user("a"), _user("b")]
+    ttl_store.save(Checkpoint(task_id="live", status="running", messages=two, iteration=3))
+    ttl_store.save(Checkpoint(task_id="done", status="completed", messages=two))
+    with ttl_store._connect() as conn:
+        conn.execute(
+            f"UPDATE {ttl_store.tables['checkpoints']} SET status = 'completed' WHERE task_id = 'live'".encode()
+        )
+    clock.advance(61)
+    loaded = ttl_store.load("live")
+    assert loaded is not None and (loaded.status, loaded.messages) == ("running", two)
+    assert [(s.task_id, s.status) for s in ttl_store.list_checkpoints()] == [("live", "running")]
+    with pytest.raises(StatusOutOfStepError):
+        ttl_store.list_checkpoints(status="completed")  # what a prune of finished tasks lists
+    assert ttl_store.sweep_expired() == 1  # "done" only
+    assert _rows(ttl_store, "live") == (1, 2) and _rows(ttl_store, "done") == (0, 0)
+
+
 def test_sweep_expired_deletes_exactly_the_expired_finished_checkpoints(
     ttl_store: PostgresStore, clock: FakeClock
 ) -> None:
