@@ -542,7 +542,10 @@ def cmd_prune(args: argparse.Namespace) -> int:
 
     from stores.checkpoint import utcnow
 
-    statuses: tuple[CheckpointStatus, ...] = (args.status,) if args.status else ("completed", "failed")
+    # Completed ones unless --status failed: a failed task may be continued (a run that
+    # ran out of budget goes on with a larger one), and one pruned starts over, repeating
+    # its irreversible actions (a CLI round re-ran a pruned task and created a file twice).
+    statuses: tuple[CheckpointStatus, ...] = (args.status,) if args.status else ("completed",)
     try:
         cutoff = utcnow() - _dt.timedelta(seconds=args.older_than)
     except OverflowError:
@@ -559,7 +562,10 @@ def cmd_prune(args: argparse.Namespace) -> int:
     def skip(task_id: str, exc: BaseException) -> None:
         skipped_by.setdefault(task_id, exc)
 
+    kept_failed = 0
     try:
+        if args.status is None:
+            kept_failed = sum(1 for row in _readable_listing(store, "failed")[0] if row.updated_at < cutoff)
         for status in statuses:
             rows, unreadable = _readable_listing(store, status)
             for exc in unreadable:
@@ -597,13 +603,17 @@ def cmd_prune(args: argparse.Namespace) -> int:
     for task_id, error in skipped_by.items():
         _report_unreadable(task_id, args.store, error)
     if args.json:
-        _print_json({"dry_run": args.dry_run, "pruned": pruned, "skipped": skipped})
+        _print_json({"dry_run": args.dry_run, "pruned": pruned, "skipped": skipped, "kept_failed": kept_failed})
         return 1 if skipped else 0
     verb = "would delete" if args.dry_run else "deleted"
     print(f"{verb} {len(pruned)} {'/'.join(statuses)} checkpoint{'s' * (len(pruned) != 1)} "
           f"last saved before {cutoff:%Y-%m-%d %H:%M:%S} UTC")
     for entry in pruned:
         print(f"  {_shown(entry['task_id'])}  {entry['status']}  {entry['updated_at'][:19]}")
+    if kept_failed:
+        print(f"kept {kept_failed} failed checkpoint{'s' * (kept_failed != 1)} as old: a failed task may be "
+              "continued (one that ran out of budget goes on with a larger one), and one pruned starts "
+              "over, repeating its irreversible actions; add --status failed to prune them")
     return 1 if skipped else 0
 
 
@@ -1187,7 +1197,8 @@ def build_parser() -> argparse.ArgumentParser:
     prune.add_argument("--older-than", required=True, type=_duration, metavar="DURATION",
                        help="seconds, or a number with a unit s, m, h, d or w (e.g. 30d)")
     prune.add_argument("--status", choices=("completed", "failed"), default=None,
-                       help="only this status (default: both)")
+                       help="the status to prune (default: completed; a failed task may be continued "
+                            "with a larger budget, so failed ones go only when asked)")
     _store_option(prune)
     prune.add_argument("--dry-run", action="store_true", help="list what would be deleted, delete nothing")
     prune.add_argument("--json", action="store_true", help="machine-readable output")

@@ -423,7 +423,7 @@ def check_compare_and_set(ctx: CertifyContext) -> str:
 def _check_stamped(store: CheckpointStore, checkpoint: Checkpoint) -> None:
     """A save stamps ``updated_at`` with its own time, whatever the checkpoint carried: an
     agent saves what it loaded, with the time of the save before, and retention and
-    ``agentckpt prune --older-than`` go by it (an outside round's store kept the caller's
+    ``python -m reference_agent prune --older-than`` go by it (an outside round's store kept the caller's
     time and was certified)."""
     old = utcnow() - _dt.timedelta(days=1)
     saved = store.save(checkpoint.model_copy(update={"goal": "stamped", "updated_at": old}))
@@ -444,8 +444,8 @@ def _check_stamped(store: CheckpointStore, checkpoint: Checkpoint) -> None:
                 f"a save of a checkpoint whose updated_at was a day old ({old:%Y-%m-%d %H:%M:%S} UTC) "
                 f"kept it: {what} has updated_at {stamp:%Y-%m-%d %H:%M:%S} UTC. A save must set "
                 "updated_at to the time of the save (an agent saves what it loaded, with the time "
-                "of the save before): retention and 'agentckpt prune --older-than' go by it, and "
-                "would delete a task saved minutes ago"
+                "of the save before): retention and 'python -m reference_agent prune --older-than' go "
+                "by it, and would delete a task saved minutes ago"
             )
 
 

@@ -122,13 +122,18 @@ def test_prune_deletes_old_finished_checkpoints_and_never_running_ones(
         finally:
             reopened.close()
 
+    # Completed ones by default: a failed task may be continued (a larger budget), and one
+    # pruned starts over (a CLI round's re-run created a file twice). It says so.
     assert main(["prune", "--older-than", "1h", "--store", url, "--dry-run"]) == 0
-    assert "would delete 2" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "would delete 1 completed checkpoint " in out and "old-done" in out
+    assert "kept 1 failed checkpoint as old" in out and "add --status failed" in out
     assert remaining() == ["new-done", "old-done", "old-failed", "old-running"]
+    assert main(["prune", "--older-than", "3600s", "--store", url]) == 0
+    assert "deleted 1 completed checkpoint " in capsys.readouterr().out
+    assert remaining() == ["new-done", "old-failed", "old-running"]
     assert main(["prune", "--older-than", "3600", "--status", "failed", "--store", url, "--json"]) == 0
     assert [r["task_id"] for r in json.loads(capsys.readouterr().out)["pruned"]] == ["old-failed"]
-    assert main(["prune", "--older-than", "3600s", "--store", url]) == 0
-    assert "deleted 1 completed/failed checkpoint " in capsys.readouterr().out
     assert remaining() == ["new-done", "old-running"]
 
 
