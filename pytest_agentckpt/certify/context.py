@@ -337,11 +337,11 @@ class CertifyContext:
         """Delete this run's checkpoints from ``store``, and nothing else; raise if one
         is still listed after."""
         mine = self.run_id + "-"
-        for summary in store.list_checkpoints():
+        for summary in _listing_past_damage(store):
             if summary.task_id.startswith(mine):
                 with contextlib.suppress(Exception):
                     store.delete(summary.task_id)
-        left = [summary.task_id for summary in store.list_checkpoints() if summary.task_id.startswith(mine)]
+        left = [summary.task_id for summary in _listing_past_damage(store) if summary.task_id.startswith(mine)]
         if left:
             raise RuntimeError(f"{len(left)} of the run's checkpoints are still listed after their delete")
 
@@ -403,3 +403,19 @@ class CertifyContext:
             except Exception:
                 pass
         self._delete_own(store)
+
+
+def _listing_past_damage(store: CheckpointStore) -> list[Any]:
+    """``store.list_checkpoints()``; where a checkpoint the run did not write is damaged
+    (``--scratch`` beside someone's data), the listing that skips unreadable tasks, on a
+    store that offers it: a CLI round's run left its 129 tasks behind, its clean-up's
+    listing stopped by the user's damaged one."""
+    from stores import CorruptCheckpointError, UnsupportedSchemaVersionError
+
+    try:
+        return list(store.list_checkpoints())
+    except (CorruptCheckpointError, UnsupportedSchemaVersionError) as exc:
+        if is_certify_task(str(getattr(exc, "task_id", ""))):
+            raise
+        skipped: list[BaseException] = []
+        return list(store.list_checkpoints(on_unreadable=skipped.append))  # type: ignore[call-arg]

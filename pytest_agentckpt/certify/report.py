@@ -117,6 +117,8 @@ def to_text(report: CertificationReport, *, width: int = 100, strict: bool = Fal
             )
     if "error" in report.figures:
         lines += ["", f"figures could not be measured: {report.figures['error']}"]
+    if report.left_behind:
+        lines += ["", f"left behind: {report.left_behind}"]
     lines += ["", verdict(report, strict=strict)]
     return "\n".join(lines)
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from stores import ConflictError, CorruptCheckpointError, StoreInfo
+from stores import ConflictError, CorruptCheckpointError, StoreInfo, UnsupportedSchemaVersionError
 
 from .context import (
     FULL,
@@ -27,7 +27,7 @@ from .context import (
     NotCheckable,
 )
 from .contracts import CONTRACTS, Contract, contract_by_id
-from .factory import FactoryError, StoreFactory
+from .factory import FactoryError, StoreFactory, is_certify_task
 from .figures import measure_figures
 
 __all__ = [
@@ -113,6 +113,9 @@ class CertificationReport:
     #: Required contracts the run left out (``only``): a run that left any out passed
     #: at most what it ran, and is not a certification.
     not_run: list[str] = field(default_factory=list)
+    #: Set when the clean-up could not delete every checkpoint the run wrote: what was
+    #: left and how to remove it (their task ids all start with the run's id).
+    left_behind: str | None = None
 
     @property
     def passed(self) -> bool:
@@ -169,6 +172,7 @@ class CertificationReport:
             "seconds": round(self.seconds, 2),
             "results": [r.as_dict() for r in self.results],
             "figures": self.figures,
+            "left_behind": self.left_behind,
         }
 
 
@@ -292,6 +296,19 @@ def run_contract(ctx: CertifyContext, contract: Contract) -> ContractResult:
     if isinstance(error, NotApplicable):
         return result(Outcome.NOT_APPLICABLE, str(error))
     trace = "".join(traceback.format_exception(error))
+    foreign = str(getattr(error, "task_id", ""))
+    if isinstance(error, CorruptCheckpointError | UnsupportedSchemaVersionError) and foreign and not is_certify_task(foreign):
+        # With --scratch, beside someone's data: their damaged checkpoint stopped a
+        # listing. Not the store's fault, and not certification's doing (a CLI round was
+        # told the store had called certification's own writing corrupt).
+        return result(
+            Outcome.ERROR,
+            f"a checkpoint certification did not write ({foreign!r}) cannot be read, and the "
+            f"store's listing raised on it ({type(error).__name__}): certification writes beside "
+            "what a --scratch store holds and lists it. Delete or repair that checkpoint, or "
+            "certify an empty store (a namespace of its own)",
+            trace, ctx.reproduce(contract.id),
+        )
     if isinstance(error, CorruptCheckpointError) and contract.id not in _DAMAGES_DATA:
         # Certification damaged nothing here: the store called its own writing corrupt.
         return result(
@@ -411,6 +428,12 @@ def certify(
         raise
     finally:
         cleaned = _close_shielded(ctx)
+        if not cleaned:
+            report.left_behind = (
+                f"the clean-up could not delete every checkpoint this run wrote: their task ids "
+                f"start with {ctx.run_id + '-'!r} (list them with list_checkpoints and delete "
+                "them; a damaged checkpoint of someone else's may have stopped the listing)"
+            )
         if interrupted is not None:
             # What the CLI says of the interrupted run: whether its tasks may remain.
             interrupted.cleaned = cleaned  # type: ignore[attr-defined]

@@ -454,3 +454,30 @@ def test_the_clean_up_never_calls_an_instance_a_contract_closed() -> None:
     ctx.close()
     assert _BlocksOnceClosed.used_after_close == []
     assert all(store.list_checkpoints() == [] for store in shared.values())
+
+
+def test_scratch_beside_a_users_damaged_checkpoint_blames_it_and_leaves_nothing_of_its_own(tmp_path: Path) -> None:
+    # A CLI round: certify --scratch on a store holding one damaged user task ended NOT
+    # CERTIFIED, said the store had called certification's own writing corrupt, and left
+    # 129 running certify tasks behind (its clean-up's listing stopped at the damaged one).
+    from pytest_agentckpt.certify import Outcome
+
+    db = tmp_path / "users.db"
+    store = open_store(f"sqlite:///{db}")
+    store.save(Checkpoint(task_id="x2", goal="the user's"))
+    store.close()
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE checkpoints SET head = x'7b' WHERE task_id = 'x2'")
+    conn.close()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AGENTCKPT_STORE_URL", f"sqlite:///{db}")
+        report = certify("stores:open_store", quick=True, seed=3, scratch=True, figures=False,
+                         only=["listing", "compare_and_set"])
+    listing = report.result("listing")
+    assert listing.outcome is Outcome.ERROR, listing.summary
+    assert "a checkpoint certification did not write ('x2') cannot be read" in listing.summary
+    assert report.left_behind is None
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT task_id, head FROM checkpoints").fetchall()
+    conn.close()
+    assert rows == [("x2", b"{")]  # the user's row as it was, and nothing of the run's
