@@ -522,6 +522,24 @@ class _Duration(float):
     text: str
 
 
+def _base_url(text: str) -> str:
+    """An http:// or https:// URL with a host, checked before anything is written (a CLI
+    round's ``--base-url 'not a url'`` wrote a running checkpoint, then failed)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - urlsplit checks the port only when it is read
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise argparse.ArgumentTypeError(
+            f"{redact_url(text)!r} is not an http:// or https:// URL with a host (such as "
+            "http://127.0.0.1:8080)"
+        )
+    return text
+
+
 def _duration(text: str) -> float:
     from stores.retention import parse_ttl
 
@@ -1154,7 +1172,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "irreversible actions always happen")
     run_p.add_argument("--world", metavar="PATH", default=None,
                        help="SQLite file for the World the tools act on (default: in-process)")
-    run_p.add_argument("--base-url", metavar="URL", default=None,
+    run_p.add_argument("--base-url", metavar="URL", default=None, type=_base_url,
                        help="a Messages API (such as the demo's offline fake) to talk to")
     run_p.add_argument("--json", action="store_true", help="events and the result as JSON lines on stdout")
     run_p.add_argument("--pause-at", default=None, help=argparse.SUPPRESS)

@@ -28,7 +28,8 @@ EXPIRING_STATUSES: frozenset[CheckpointStatus] = frozenset({"completed", "failed
 """The statuses whose checkpoints a ``ttl`` removes; ``running`` is never among them."""
 
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
-_DURATION = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhdw]?)\s*", re.IGNORECASE)
+#: ASCII digits only: ``\d`` alone took '٣' (an Arabic-Indic three) for 3 (a CLI round).
+_DURATION = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhdw]?)\s*", re.IGNORECASE | re.ASCII)
 
 
 def parse_ttl(value: float | int | str | None) -> float | None:

@@ -137,11 +137,25 @@ def test_prune_deletes_old_finished_checkpoints_and_never_running_ones(
     assert remaining() == ["new-done", "old-running"]
 
 
-def test_prune_refuses_a_duration_it_cannot_read(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("duration", ["a while", "\u0663"])  # an Arabic-Indic three was taken for 3
+def test_prune_refuses_a_duration_it_cannot_read(capsys: pytest.CaptureFixture[str], duration: str) -> None:
     with pytest.raises(SystemExit) as exit_info:
-        main(["prune", "--older-than", "a while"])
+        main(["prune", "--older-than", duration])
     assert exit_info.value.code == 2
-    assert "'a while' is not a duration" in capsys.readouterr().err
+    assert f"{duration!r} is not a duration" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("url", ["not a url", "ftp://host", "http://", "http://h:port"])
+def test_run_refuses_a_base_url_it_cannot_use_before_writing(
+    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A CLI round: --base-url 'not a url' wrote a running checkpoint, then failed.
+    db = tmp_path / "tasks.db"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", "--task-id", "t", "--goal", "g", "--store", f"sqlite:///{db}", "--base-url", url])
+    assert exit_info.value.code == 2
+    assert "is not an http:// or https:// URL with a host" in capsys.readouterr().err
+    assert not db.exists()
 
 
 def test_run_on_a_memory_store_warns_that_nothing_outlives_the_process(capsys: pytest.CaptureFixture[str]) -> None:
