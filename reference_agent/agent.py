@@ -393,7 +393,10 @@ class _Loop:
                     adopted = True
                     continue
                 self.emit("stopped", reason="conflict", error=str(exc))
-                raise TaskOwnedElsewhereError(self.task_id, str(exc)) from exc
+                # Saved before (a version held) and now nothing stored: deleted meanwhile, not
+                # another writer's (a CLI round was told "another writer saved first").
+                deleted = exc.actual is None and self.cp.version > 0
+                raise TaskOwnedElsewhereError(self.task_id, str(exc), deleted=deleted) from exc
             except UnstorableCheckpointError as exc:
                 # The checkpoint's own data, not the store: every save would refuse it, so
                 # neither a retry nor going on unsaved helps. Nothing was written.

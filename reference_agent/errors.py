@@ -37,10 +37,14 @@ class AgentStoppedError(RuntimeError):
 class TaskOwnedElsewhereError(AgentStoppedError):
     """A compare-and-set save lost: another worker wrote this task's checkpoint."""
 
-    def __init__(self, task_id: str, detail: str) -> None:
+    def __init__(self, task_id: str, detail: str, *, deleted: bool = False) -> None:
         super().__init__(
             task_id,
-            f"another worker owns this task ({detail}); this worker stopped without writing",
+            "the task's checkpoint was deleted while this worker ran it (by a delete or a "
+            "clean-up job); this worker stopped without writing, rather than create the task "
+            "anew"
+            if deleted
+            else f"another worker owns this task ({detail}); this worker stopped without writing",
         )
 
 

@@ -305,6 +305,23 @@ def test_a_lost_acknowledgement_is_not_mistaken_for_another_worker(crash_free: H
     assert_survived(h, crash_free, answer)
 
 
+def test_a_task_deleted_while_it_runs_is_said_to_be_deleted_not_owned_elsewhere() -> None:
+    # A CLI round deleted a task while its run went on: the run said another worker owned
+    # it and had saved first; no one had.
+    h = Harness()
+    inner = h.store.inner
+
+    def deleted_meanwhile(n: int, cp: Checkpoint) -> bool:
+        if n == 6:
+            inner.delete("task")
+        return False
+
+    h.store.fail = deleted_meanwhile
+    with pytest.raises(TaskOwnedElsewhereError, match="checkpoint was deleted while this worker ran it"):
+        h.run()
+    assert inner.load("task") is None  # not created anew
+
+
 def test_another_worker_writing_the_task_stops_this_one_cleanly() -> None:
     h = Harness()
     inner = h.store.inner
