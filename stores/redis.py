@@ -420,6 +420,27 @@ class RedisStore:
                 "this prefix; give the store a key_prefix of its own, or remove that key"
             ) from None
 
+    def _wrong_type(self, task_id: str, exc: Exception, what: str) -> Exception:
+        """The error for a WRONGTYPE reply: the task's own keys holding another kind of
+        value are its damage (a ``delete`` clears them); the index set, shared by every
+        task of the prefix, is not, and deleting the task would not help (a CLI round was
+        told to delete a task whose index key another program had written)."""
+        head_key, msgs_key, index_key = self.raw_keys(task_id)
+        try:
+            index_type = self._client.type(index_key)
+        except Exception:  # the first error is the one to report
+            index_type = None
+        if isinstance(index_type, bytes):
+            index_type = index_type.decode()
+        if index_type not in (None, "none", "set"):
+            return StoreUnavailableError(
+                f"Redis at {self.url}: the index key {index_key!r} of key_prefix "
+                f"{self.key_prefix!r} holds a {index_type}, not a set, so no task can be saved or "
+                "loaded: another program writes under this prefix. Give the store a key_prefix "
+                "of its own; deleting a task does not help"
+            )
+        return CorruptCheckpointError(task_id, f"Redis refused to {what} ({exc})")
+
     # -- CheckpointStore ----------------------------------------------------------------
 
     def load(self, task_id: str) -> Checkpoint | None:
@@ -435,7 +456,7 @@ class RedisStore:
                 head, messages, indexed = pipe.execute()
             except self._redis.ResponseError as exc:
                 # WRONGTYPE: something else was written at our keys.
-                raise CorruptCheckpointError(task_id, f"Redis refused to read it ({exc})") from None
+                raise self._wrong_type(task_id, exc, "read it") from None
         if not head:
             # With a ttl, an index entry alone is what an expired task leaves (a listing
             # removes it); without one, only damage leaves it.
@@ -525,9 +546,7 @@ class RedisStore:
             except self._redis.ResponseError as exc:
                 self._tracker.forget(task_id)
                 if "WRONGTYPE" in str(exc):
-                    raise CorruptCheckpointError(
-                        task_id, f"Redis refused to write over it ({exc})"
-                    ) from None
+                    raise self._wrong_type(task_id, exc, "write over it") from None
                 raise StoreUnavailableError(
                     f"Redis at {self.url} refused the save script ({exc}): check that "
                     "scripting (EVAL/EVALSHA) is allowed for this user"

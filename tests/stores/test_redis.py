@@ -196,6 +196,11 @@ def test_an_index_key_of_another_kind_is_a_store_error_naming_the_prefix(
     for call in (fake_store.list_checkpoints, lambda: fake_store.delete("t")):
         with pytest.raises(StoreUnavailableError, match="a key under key_prefix 'unit:' holds a value of another kind"):
             call()
+    # A load or a save of any task names the index key, not the task: a CLI round's new
+    # task was called corrupt, with a `delete` of it that could not help.
+    for call in (lambda: fake_store.load("t"), lambda: fake_store.save(Checkpoint(task_id="w3"))):
+        with pytest.raises(StoreUnavailableError, match=r"the index key .* holds a string, not a set.*deleting a task does not help"):
+            call()
     assert fake_client.get(index) == b"not a set"
 
 
