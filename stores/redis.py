@@ -425,7 +425,7 @@ class RedisStore:
         value are its damage (a ``delete`` clears them); the index set, shared by every
         task of the prefix, is not, and deleting the task would not help (a CLI round was
         told to delete a task whose index key another program had written)."""
-        head_key, msgs_key, index_key = self.raw_keys(task_id)
+        index_key = self._index_key
         try:
             index_type = self._client.type(index_key)
         except Exception:  # the first error is the one to report
