@@ -39,3 +39,15 @@ def test_the_twin_that_takes_the_approval_before_recording_it_is_told_it_is_stuc
     assert "resumes_to_completion" in message.splitlines()[0], message
     assert "stuck" in message and "record it in the checkpoint before" in message
     assert "completed_idempotent" not in message
+
+
+def test_takeover_says_which_points_after_a_pause_it_could_not_check() -> None:
+    # An outside round's approval agent: every point after its first "waiting for approval"
+    # was "not reached" by worker A (a first call, which returns at the pause), so its
+    # approval path was never put under two workers, and takeover passed without a word.
+    from pytest_agentckpt import NotCheckableWarning, takeover
+
+    with pytest.warns(NotCheckableWarning, match=r"point\(s\) not checkable, worker A never reached them.*a pause for an approval") as caught:
+        stats = takeover(approval_agent(), approval_tools(), plans=[INVOICE], seed=1)
+    assert stats.unreached > 0
+    assert str(stats.unreached) in str(caught[0].message)
