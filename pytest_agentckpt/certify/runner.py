@@ -428,17 +428,19 @@ def certify(
         raise
     finally:
         cleaned = _close_shielded(ctx)
-        if not cleaned:
-            report.left_behind = (
-                f"the clean-up could not delete every checkpoint this run wrote: their task ids "
-                f"start with {ctx.run_id + '-'!r} (list them with list_checkpoints and delete "
-                "them; a damaged checkpoint of someone else's may have stopped the listing)"
-            )
         if interrupted is not None:
             # What the CLI says of the interrupted run: whether its tasks may remain.
             interrupted.cleaned = cleaned  # type: ignore[attr-defined]
             interrupted.run_id = ctx.run_id  # type: ignore[attr-defined]
     report.seconds = time.monotonic() - started
+    if not cleaned:
+        # (Set here, not in the clean-up: a run that failed before its report was made,
+        # its first listing refused, say, has no report to say it in.)
+        report.left_behind = (
+            f"the clean-up could not delete every checkpoint this run wrote: their task ids "
+            f"start with {ctx.run_id + '-'!r} (list them with list_checkpoints and delete "
+            "them; a damaged checkpoint of someone else's may have stopped the listing)"
+        )
     return report
 
 
