@@ -65,6 +65,7 @@ from .protocol import (
     StoreInfo,
     check_listed_columns,
     check_listing_filters,
+    check_version_column,
     metadata_matches,
     summary_or_report,
 )
@@ -403,8 +404,7 @@ class PostgresStore:
         if row is None:
             return None
         version, lineage, head, count, indexes, raw_bodies = row[:6]
-        if not isinstance(version, int) or version < 1:
-            raise CorruptCheckpointError(task_id, f"the version column holds {version!r}, which no save writes")
+        check_version_column(task_id, version)
         if bodies is None:
             indexes = list(indexes or [])
             if indexes != list(range(count)):
@@ -884,4 +884,3 @@ class _Queries:
             " SELECT count(*) FROM gone",
             expired=expired,
         )
-

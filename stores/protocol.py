@@ -146,5 +146,10 @@ def check_listed_columns(task_id: str, head_status: str, version: Any, wanted: s
     wrote (an outside round edited both)."""
     if wanted is not None and head_status != wanted:
         raise StatusOutOfStepError(task_id, wanted, head_status)
+    check_version_column(task_id, version)
+
+
+def check_version_column(task_id: str, version: Any) -> None:
+    """A version column below 1 (or not an integer) is damage: no save writes it."""
     if not isinstance(version, int) or version < 1:
         raise CorruptCheckpointError(task_id, f"the version column holds {version!r}, which no save writes")
