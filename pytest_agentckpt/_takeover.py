@@ -7,7 +7,8 @@ the state it holds. The store's compare-and-set stops its next save (``ConflictE
 what the agent does then is the agent's. :func:`takeover` puts an agent in that
 situation at every point of a crash-free run:
 
-1. worker A runs the task and is held at the point (not crashed: its thread waits there);
+1. worker A runs the task and is held at the point (not crashed: its thread waits there),
+   called again after each clean stop (a pause for an approval) as the crash-free run was;
 2. worker B, a fresh call of the agent on the same task and store, takes it over and
    runs it to the end;
 3. A wakes up and goes on, as a paused process does, until it returns or raises.
@@ -278,6 +279,9 @@ def takeover(
             stats.plans += 1
             # The points of the run to its completion (not of the completed task's re-run).
             hits = clean.counts.hits if clean.counts is not None else clean.hits
+            # The calls it took to complete the task (an agent that stops cleanly, for an
+            # approval say, is called again): worker A is called as often, at most.
+            calls = clean.timeline.attempt - (1 if clean.rerun_from is not None else 0)
             points = [crash for p in single_crash_plans(hits) for crash in p.crashes]
             failures: list[_Point] = []
             blocked: list[_Point] = []
@@ -294,7 +298,9 @@ def takeover(
                 # passed) while B, paused after its first save, still runs it.
                 verdict: _Point | None = None
                 for midrun in (False, True):
-                    result = _run_point(executor, plan, crash.point, crash.occurrence, wait, midrun=midrun)
+                    result = _run_point(
+                        executor, plan, crash.point, crash.occurrence, wait, calls=calls, midrun=midrun
+                    )
                     if result is None:
                         break
                     verdict = result
@@ -333,20 +339,21 @@ def takeover(
 def _warn_unreached(stats: TakeoverStats) -> None:
     """Points worker A never reached were passed over without a word: an outside round's
     approval agent (it returns "waiting for approval" and is resumed once approved) had 15
-    of 24 points not reached, its approval path never put under two workers, and a bug
-    there was missed."""
+    of 24 points not reached while A was its first call only. A is now resumed after clean
+    stops; what is left unreached is said."""
     import warnings
 
     from ._search import NotCheckableWarning
 
     warnings.warn(
         f"agentckpt takeover: {stats.unreached} point(s) not checkable, worker A never reached "
-        "them: A is the first call of the agent on the task, held at a point of the crash-free "
-        "run, and it returned before that point. Those points come after the agent stops "
-        "cleanly with the task still running (a pause for an approval, a wait, a turn limit "
-        "per call) and is called again. takeover does not check what a resumed call does "
-        "against another worker: test that path with two calls of your own (resume both, "
-        "let one save, then the other)",
+        "them: A, held at a point of the crash-free run, returned before that point. Either its "
+        "path left the crash-free run's, or the points come after the agent stops cleanly (a "
+        "pause for an approval, a wait, a turn limit per call) and is called again, and the "
+        "agent never marks its checkpoint 'completed', so a stop cannot be told from its end "
+        "and A is not called again. Mark the task completed when it is, or test what a resumed "
+        "call does against another worker with two calls of your own (resume both, let one "
+        "save, then the other)",
         NotCheckableWarning,
         stacklevel=3,
     )
@@ -418,8 +425,10 @@ def _stored(executor: Any, task_id: str) -> dict[str, Any] | None:
 
 
 def _run_point(
-    executor: Any, plan: Any, point: str, occurrence: int, wait: float, *, midrun: bool = False
+    executor: Any, plan: Any, point: str, occurrence: int, wait: float, *, calls: int = 1, midrun: bool = False
 ) -> _Point | None:
+    """One point: worker A held there (called up to ``calls`` times, as many as the
+    crash-free run took, while it stops cleanly before reaching it), B taking over."""
     from reference_agent.offline import FakeMessagesAPI
     from reference_agent.scripted import PlanModel
     from reference_agent.validation import InvalidHistoryError, validate_messages
@@ -444,15 +453,33 @@ def _run_point(
     answer_a: list[Any] = []
 
     def worker_a() -> None:
+        # Resumed as the crash-free run was, while it stops cleanly with the task still
+        # running (a pause for an approval, a turn limit per call), until it reaches its
+        # point: a point of a later call is one a resumed A is held at. Once held, A's
+        # call is the one that wakes up; nothing resumes it after that.
         try:
-            answer_a.append(executor._call(task_id, store, tools))
+            for n in range(calls):
+                if n:
+                    a_attempts.append(timeline.start_attempt("worker A resumes"))
+                    injector.attempt_started()
+                try:
+                    answer = executor._call(task_id, store, tools)
+                except Exception as exc:
+                    if injector.holding or not _resume_a(executor, task_id, timeline, n + 1, calls):
+                        raise
+                    timeline.add("attempt_end", outcome="error", detail=f"{type(exc).__name__}: {exc}")
+                    continue
+                if injector.holding or not _resume_a(executor, task_id, timeline, n + 1, calls):
+                    answer_a.append(answer)
+                    break
+                timeline.add("attempt_end", outcome="stopped", detail=str(answer))
             outcome_a.append(None)
         except BaseException as exc:  # whatever A raises is its outcome
             outcome_a.append(exc)
         finally:
             injector.settled.set()
 
-    first = timeline.start_attempt("worker A")
+    a_attempts = [timeline.start_attempt("worker A")]
     injector.attempt_started()
     thread = threading.Thread(target=worker_a, name="agentckpt-worker-a", daemon=True)
     try:
@@ -558,7 +585,7 @@ def _run_point(
             # before its first save may (a design that deletes on success, whose re-runs
             # the completed-task oracle judges); one that held a version may not: its save
             # with that version is refused, so a write that went through was an upsert.
-            held = _held_version(timeline, first, task_id)
+            held = _held_version(timeline, a_attempts[-1], task_id)
             if held is not None:
                 written = next(w for w in writes if w is not None)
                 result.violations.append(_recreated(held, written, after, timeline, woken))
@@ -571,6 +598,14 @@ def _run_point(
         api.remove_hook(injector.model_hook)
         api.remove_hook(rules)
         executor.store.delete(task_id)
+
+
+def _resume_a(executor: Any, task_id: str, timeline: Timeline, made: int, calls: int) -> bool:
+    """Whether worker A, back from its ``made``-th call before reaching its point, is
+    called again: the crash-free run took ``calls`` calls to complete the task, this is
+    fewer, and the task is still running, as a supervisor resumes a worker that stopped
+    cleanly."""
+    return made < calls and executor._still_running(task_id, timeline)
 
 
 def _a_ended(timeline: Timeline, outcome_a: list[BaseException | None], answer_a: list[Any]) -> None:
@@ -806,9 +841,11 @@ def _report(plan: Any, failures: list[_Point], stats: TakeoverStats) -> str:
     first = failures[0]
     lines.append(f"plan: {plan.to_dict()}")
     order = (
-        "attempt 1: worker A; then worker B's, paused after a save; worker A woken up; worker B going on"
+        "worker A's attempts (resumed after each clean stop) up to its hold; then worker B's, "
+        "paused after a save; worker A woken up; worker B going on"
         if first.midrun
-        else "attempt 1: worker A; then worker B's; the last: worker A woken up"
+        else "worker A's attempts (resumed after each clean stop) up to its hold; then worker B's; "
+        "the last: worker A woken up"
     )
     lines.append(f"timeline of {first.describe()} ({order}):")
     lines.append(first.timeline.format())

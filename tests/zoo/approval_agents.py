@@ -14,6 +14,14 @@ in the crash-free run); an agent that marks completion is judged by its status.
 
 ``pop_approval`` (the twin): takes the approval out of the inbox before recording it. A
 crash in between loses it, and the task waits for ever (``resumes_to_completion``).
+
+``delete_when_done``: deletes its checkpoint when the task is done, never marking it
+``completed`` (sound, but a stop cannot be told from the end by its status).
+
+``refresh_on_approval`` (the twin an outside round wrote): a save of the approval refused
+with ``ConflictError`` loads the newer checkpoint and saves its own state on top, with the
+newer version: it erases the work of a worker that took the task over (``no_lost_update``
+in takeover, met only by a worker resumed after its pause).
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ import uuid
 from typing import Any
 
 from pytest_agentckpt import Toolbox
-from stores import Checkpoint, CheckpointStore
+from stores import Checkpoint, CheckpointStore, ConflictError
 
 MODEL = "claude-sonnet-4-5"
 #: The look (from a later run than the request's) on which the human approves.
@@ -71,7 +79,16 @@ class Approvals:
 SERVICE: dict[str, Approvals] = {}
 
 
-def approval_agent(*, pop_approval: bool = False) -> Any:
+def approval_agent(*, pop_approval: bool = False, refresh_on_approval: bool = False, delete_when_done: bool = False) -> Any:
+    def save_approval(store: CheckpointStore, cp: Checkpoint) -> Checkpoint:
+        try:
+            return store.save(cp)
+        except ConflictError:
+            if not refresh_on_approval:
+                raise
+            newer = store.load(cp.task_id)  # the bug: the newer version, for its own state
+            return store.save(cp.model_copy(update={"version": newer.version if newer else 0}))
+
     def run(task_id: str, goal: str, *, client: Any, store: CheckpointStore, tools: Any) -> str:
         service = SERVICE.setdefault(task_id, Approvals())
         this_run = uuid.uuid4().hex
@@ -87,6 +104,9 @@ def approval_agent(*, pop_approval: bool = False) -> Any:
                 uses = [b for b in last["content"] if b["type"] == "tool_use"]
                 if not uses:
                     text = "".join(b["text"] for b in last["content"] if b["type"] == "text")
+                    if delete_when_done:
+                        store.delete(task_id)
+                        return text
                     cp.status, cp.final_answer = "completed", text
                     store.save(cp)
                     return text
@@ -103,7 +123,7 @@ def approval_agent(*, pop_approval: bool = False) -> Any:
                         if pop_approval:
                             service.take(key)  # the bug: taken before it is recorded
                         approved.append(key)
-                        cp = store.save(cp)
+                        cp = save_approval(store, cp)
                         service.take(key)
                     result = tools.call(use["name"], use["input"], idempotency_key=f"{task_id}:{use['id']}")
                     results.append({"type": "tool_result", "tool_use_id": use["id"], "content": result.content})
