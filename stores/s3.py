@@ -200,6 +200,28 @@ class _Conflict(Exception):
     pass
 
 
+def _credentials_of(endpoint_url: str, url: str) -> tuple[str, dict[str, str]]:
+    """``endpoint_url`` without its user part, and the access key and secret that part
+    names (``http://KEY:SECRET@host:port``), as boto3 takes them.
+
+    boto3 signs requests with credentials, never with a URL's user part: left in the
+    endpoint, it would only be logged (botocore's DEBUG log shows every request's URL).
+    """
+    endpoint = urlsplit(endpoint_url)
+    userinfo, at, host = endpoint.netloc.rpartition("@")
+    if not at:
+        return endpoint_url, {}
+    key, colon, secret = userinfo.partition(":")
+    if not colon or not key or not secret:
+        raise InvalidStoreURLError(
+            f"{redact_url(url)!r}: the user part of endpoint_url must be ACCESS_KEY_ID:SECRET "
+            "(percent-encoded), or nothing, to take the credentials from the environment "
+            "(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY) or a profile"
+        )
+    credentials = {"aws_access_key_id": unquote(key), "aws_secret_access_key": unquote(secret)}
+    return endpoint._replace(netloc=host).geturl(), credentials
+
+
 class S3Store:
     """A :class:`~stores.CheckpointStore` on S3 or an S3-compatible server (boto3).
 
@@ -207,7 +229,8 @@ class S3Store:
     ...     "s3://my-bucket/agents?endpoint_url=http://127.0.0.1:8333&region=us-east-1"
     ... )
 
-    Credentials come from the usual boto3 chain (environment, profile, instance role).
+    Credentials come from the ``endpoint_url``'s user part (``http://KEY:SECRET@host``)
+    if it has one, else from the usual boto3 chain (environment, profile, instance role).
     For a loopback ``endpoint_url`` with no credentials configured, dummy test
     credentials are used, as local test servers accept any.
     """
@@ -282,7 +305,9 @@ class S3Store:
         )
         session = boto3.session.Session(region_name=region)
         credentials: dict[str, str] = {}
-        if _is_loopback(endpoint_url) and session.get_credentials() is None:
+        if endpoint_url is not None:
+            endpoint_url, credentials = _credentials_of(endpoint_url, url)
+        if not credentials and _is_loopback(endpoint_url) and session.get_credentials() is None:
             credentials = {
                 "aws_access_key_id": _TEST_CREDENTIALS[0],
                 "aws_secret_access_key": _TEST_CREDENTIALS[1],

@@ -217,6 +217,41 @@ def test_info_url_and_repr_never_show_the_secret(live_url: str) -> None:
         purge(store)
 
 
+def test_s3_credentials_in_the_endpoint_are_used_and_never_logged(
+    agentckpt_moto_endpoint: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # An outside round: left in the endpoint boto3 was given, the user part of
+    # endpoint_url (which boto3 never signs with) was in botocore's DEBUG log of each
+    # request's URL.
+    import logging
+
+    from pytest_agentckpt.services import s3
+
+    bucket = s3.ensure_bucket(agentckpt_moto_endpoint, "agentckpt-tests")
+    endpoint = agentckpt_moto_endpoint.replace("http://", f"http://thekey:{SECRET}@", 1)
+    with caplog.at_level(logging.DEBUG):
+        store = open_store(f"s3://{bucket}/creds-{uuid.uuid4().hex[:8]}?endpoint_url={endpoint}")
+        try:
+            store.save(Checkpoint(task_id="t", goal="g", messages=[{"role": "user", "content": "g"}]))
+            assert store.load("t") is not None
+            client = store._client  # type: ignore[attr-defined]
+            # The credentials boto3 signs with are the URL's, percent-decoded.
+            credentials = client._get_credentials()
+            assert (credentials.access_key, credentials.secret_key) == ("thekey", SECRET)
+            assert "@" not in client.meta.endpoint_url
+        finally:
+            purge(store)
+    assert any(r.name.startswith("botocore") for r in caplog.records)  # the DEBUG log was on
+    assert SECRET not in caplog.text
+
+
+@pytest.mark.parametrize("user", ["key", "key:", f":{SECRET}"])
+def test_s3_an_endpoint_user_part_without_key_and_secret_is_refused(user: str) -> None:
+    with pytest.raises(InvalidStoreURLError, match="ACCESS_KEY_ID:SECRET") as raised:
+        open_store(f"s3://b/p?endpoint_url=http://{user}@127.0.0.1:{_free_port()}")
+    _assert_hidden(raised.value)
+
+
 def purge(store: Any) -> None:
     from pytest_agentckpt.certify.hooks import hooks_for
 
