@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -248,8 +249,34 @@ class SeaweedFS(LoopbackServer):
 
 
 
+def _one_at_a_time(app: Any) -> Any:
+    """The WSGI application ``app``, running one request at a time, each response read
+    whole under the lock (a response read later would run moto's code outside it)."""
+    lock = threading.Lock()
+
+    def serialised(environ: Any, start_response: Any) -> list[bytes]:
+        with lock:
+            response = app(environ, start_response)
+            try:
+                return list(response)
+            finally:
+                close = getattr(response, "close", None)
+                if close is not None:
+                    close()
+
+    return serialised
+
+
 class MotoServer(LoopbackServer):
-    """moto's S3 server, in a thread of this process, on 127.0.0.1 at a free port.
+    """moto's S3 server, in a thread of this process, on 127.0.0.1 at a free port, one
+    request at a time.
+
+    moto checks a conditional ``PUT`` (``If-Match``, ``If-None-Match``) and then writes,
+    with nothing held in between, and its server runs each request in a thread of its
+    own: under load, two racing compare-and-sets were both told they won (1 round in
+    400 of four processes racing, with two busy processes beside them). A store certified
+    on it would then fail a concurrency contract for the server's race. Here each request
+    runs whole under one lock, so a conditional write is as atomic as a real server's.
 
     >>> with MotoServer() as server:  # doctest: +SKIP
     ...     ensure_bucket(server.endpoint_url, "checkpoints")
@@ -259,23 +286,36 @@ class MotoServer(LoopbackServer):
         self.port = free_port()
         self.endpoint_url = f"http://127.0.0.1:{self.port}"
         self._server: Any = None
+        self._thread: threading.Thread | None = None
 
     def start(self, timeout: float = 30.0) -> None:
         """Start the server and wait (bounded) until it answers S3 requests."""
         if self._server is not None:
             return
         try:
-            from moto.server import ThreadedMotoServer
+            from moto.moto_server.werkzeug_app import (
+                DomainDispatcherApplication,
+                MotoRequestHandler,
+                create_backend_app,
+            )
+            from werkzeug.serving import make_server
         except ImportError as exc:
             raise ServerUnavailable(f"moto[server] is not installed ({exc})") from None
         # moto's server logs every request through werkzeug: keep test output readable.
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
-        server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
         try:
-            server.start()
+            server = make_server(
+                "127.0.0.1",
+                self.port,
+                _one_at_a_time(DomainDispatcherApplication(create_backend_app)),
+                threaded=True,
+                request_handler=MotoRequestHandler,
+            )
         except Exception as exc:
             raise ServerUnavailable(f"moto's server did not start: {exc}") from None
-        self._server = server
+        thread = threading.Thread(target=server.serve_forever, name="agentckpt-moto", daemon=True)
+        thread.start()
+        self._server, self._thread = server, thread
         problem = _wait_for_s3(self.endpoint_url, self.port, timeout)
         if problem is not None:
             self.stop()
@@ -286,5 +326,8 @@ class MotoServer(LoopbackServer):
         server, self._server = self._server, None
         if server is not None:
             with contextlib.suppress(Exception):
-                server.stop()
+                server.shutdown()
+                server.server_close()
+            if self._thread is not None:
+                self._thread.join(10)
 

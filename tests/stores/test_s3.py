@@ -189,6 +189,52 @@ def test_server_refuses_conditional_writes_that_do_not_hold_with_412(s3_endpoint
     client.delete_object(Bucket=BUCKET, Key=key)
 
 
+def test_the_moto_server_decides_racing_conditional_writes_one_at_a_time(
+    agentckpt_moto_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # moto checks a PUT's condition, then writes, with nothing held in between; its own
+    # server runs requests in threads of their own. Under load two racing compare-and-sets
+    # were both told they won, and a sound store certified on it could fail a concurrency
+    # contract for the server's race. The window is widened here (the write waits 0.3 s
+    # after the check) so that the race is certain without the project's lock.
+    from moto.s3.models import S3Backend
+
+    put_object = S3Backend.put_object
+
+    def slow_put(self: Any, *args: Any, **kwargs: Any) -> Any:
+        time.sleep(0.3)
+        return put_object(self, *args, **kwargs)
+
+    monkeypatch.setattr(S3Backend, "put_object", slow_put)  # the server runs in this process
+    ensure_bucket(agentckpt_moto_endpoint, BUCKET)
+    key = f"race/{uuid.uuid4().hex}"
+    # (No racer writes these bytes: a write of the same bytes keeps the ETag, and a racer
+    # after it would rightly win too.)
+    created = s3_client(agentckpt_moto_endpoint).put_object(Bucket=BUCKET, Key=key, Body=b"initial")
+    won: list[int] = []
+    refused: list[int] = []
+    barrier = threading.Barrier(3)
+
+    def racer(n: int) -> None:
+        client = s3_client(agentckpt_moto_endpoint)
+        barrier.wait(10)
+        try:
+            client.put_object(Bucket=BUCKET, Key=key, Body=str(n).encode(), IfMatch=created["ETag"])
+            won.append(n)
+        except botocore.exceptions.ClientError as exc:
+            refused.append(exc.response["ResponseMetadata"]["HTTPStatusCode"])
+
+    threads = [threading.Thread(target=racer, args=(n,)) for n in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert len(won) == 1, f"racing compare-and-sets that each won: {won}"
+    assert refused == [412, 412]
+    body = s3_client(agentckpt_moto_endpoint).get_object(Bucket=BUCKET, Key=key)["Body"].read()
+    assert body == str(won[0]).encode()
+
+
 # -- CAS and incremental writes ---------------------------------------------------------------
 
 
