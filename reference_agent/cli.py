@@ -480,7 +480,8 @@ def _report_unreadable(task_id: str, store_url: str | None, error: BaseException
               file=sys.stderr)
         return
     print(f"skipped {_shown(task_id)}: unreadable, left as it is "
-          f"(to delete it: {_delete_command(task_id, store_url)})", file=sys.stderr)
+          f"(to see why: {_inspect_command(task_id, store_url)}; "
+          f"to delete it: {_delete_command(task_id, store_url)})", file=sys.stderr)
 
 
 class _Disagrees(Exception):
@@ -666,6 +667,11 @@ def _delete_command(task_id: str, store_url: str | None) -> str:
     return f"{_PROG} delete {_shell_quoted(task_id)}{store}"
 
 
+def _inspect_command(task_id: str, store_url: str | None) -> str:
+    store = f" --store {shlex.quote(redact_url(store_url))}" if store_url else ""
+    return f"{_PROG} inspect {_shell_quoted(task_id)}{store}"
+
+
 def cmd_delete(args: argparse.Namespace) -> int:
     """Delete one task's checkpoint, whatever its state (a corrupt one included)."""
     task_id = _task_id(args.task_id)
@@ -725,11 +731,74 @@ def _describe_block(block: Any) -> str:
     return str(kind)
 
 
+def _damaged_head(
+    store: CheckpointStore, task_id: str
+) -> tuple[CheckpointSummary | None, CorruptCheckpointError | UnsupportedSchemaVersionError | None]:
+    """What a listing reads of a task whose checkpoint cannot be loaded: its head (status,
+    iteration, version, metadata as last saved; readable when the damage is in the message
+    history) or, when the head is damaged too, the error reading it gave. Only reads.
+
+    Every store can list, and a listing reads the heads apart from the histories, so this
+    works on each backend; it reads the other tasks' heads too (inspecting damage is rare).
+    """
+    rows, unreadable = _readable_listing(store, None)
+    head = next((row for row in rows if row.task_id == task_id), None)
+    error = next((exc for exc in unreadable if exc.task_id == task_id), None)
+    return head, error
+
+
+def _inspect_damaged(args: argparse.Namespace, store: CheckpointStore, task_id: str,
+                     exc: CorruptCheckpointError) -> int:
+    """``inspect`` of a checkpoint that cannot be loaded: that it is damaged and why (the
+    store's error), and what can still be read; exit status 1, as ``status`` gives."""
+    head, head_error = _damaged_head(store, task_id)
+    message = redact_text(" ".join(_corrupt_message(args, exc).split()), _secrets(args))
+    reason = redact_text(" ".join(exc.reason.split()), _secrets(args))
+    head_problem = None if head_error is None else redact_text(" ".join(
+        (head_error.reason if isinstance(head_error, CorruptCheckpointError) else str(head_error)).split()
+    ), _secrets(args))
+    if args.json:
+        print(f"error: {message}", file=sys.stderr, flush=True)
+        _print_json({
+            "ok": False, "error": message, "exit_status": 1, "task_id": task_id, "damaged": True,
+            "reason": reason,
+            "head": None if head is None else head.model_dump(mode="json"),
+            "head_error": head_problem,
+            "delete_command": _delete_command(task_id, args.store),
+        })
+        return 1
+    print(f"task {_shown(task_id)}  DAMAGED: its checkpoint cannot be loaded (a run or status refuses it)")
+    print(_shown(f"why: {reason}"))
+    if head is not None:
+        print(f"saved head (read apart from the message history): status={head.status}  "
+              f"iteration={head.iteration}  version={head.version}  "
+              f"updated {head.updated_at:%Y-%m-%d %H:%M:%S} UTC")
+        state = head.metadata.get("reference_agent")
+        if isinstance(state, dict) and state.get("failure"):
+            print(_shown(f"failure: {state['failure']}"))
+        user_metadata = {k: v for k, v in head.metadata.items() if k != "reference_agent"}
+        if user_metadata:
+            print(f"metadata: {_short(user_metadata, 200)}")
+    elif head_problem is not None:
+        print(_shown(f"saved head: unreadable too ({head_problem})"))
+    else:
+        print("saved head: not listed by the store (deleted or rewritten since the load?)")
+    print("The stored data was left as it is. Restore it from a backup, or delete the task to "
+          f"start over (a running task's new run repeats its irreversible actions): "
+          f"{_delete_command(task_id, args.store)}")
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    return 1
+
+
 def cmd_inspect(args: argparse.Namespace) -> int:
     task_id = _task_id(args.task_id)
     store = _open(args.store, read_only=True)
     try:
-        cp = _load(store, task_id)
+        try:
+            cp = _load(store, task_id)
+        except CorruptCheckpointError as exc:
+            # The corruption error says "inspect it": show what can be read, change nothing.
+            return _inspect_damaged(args, store, task_id, exc)
     finally:
         store.close()
     if args.json:
@@ -836,11 +905,38 @@ class _DemoOutput:
             print(text, flush=True)
 
 
+def _child_command(
+    task_id: str,
+    goal: str,
+    store_url: str,
+    base_url: str,
+    world_path: Path,
+    *,
+    allow_volatile: bool = False,
+    pause_at: str | None = None,
+) -> tuple[list[str], dict[str, str]]:
+    """The demo's agent process: its command line, and its environment.
+
+    The store URL goes in the environment (``$AGENTCKPT_STORE_URL``, which ``run`` reads
+    when ``--store`` is not given), never on the command line: ``ps`` shows every user
+    each process's arguments, and the URL may carry a password. A process's environment
+    is readable by its owner (and root) alone.
+    """
+    command = [sys.executable, "-m", "reference_agent", "run", "--task-id", task_id,
+               "--goal", goal, "--base-url", base_url, "--world", str(world_path), "--json"]
+    if allow_volatile:
+        command.append("--allow-volatile-store")
+    if pause_at:
+        command += ["--pause-at", pause_at]
+    return command, {**os.environ, "AGENTCKPT_STORE_URL": store_url}
+
+
 def _run_child(
-    command: list[str], out: _DemoOutput, pause: bool, timeout: float = 60.0
+    command: list[str], out: _DemoOutput, pause: bool, timeout: float = 60.0,
+    env: dict[str, str] | None = None,
 ) -> _Child:
     with tempfile.TemporaryFile("w+") as errors:
-        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, text=True)
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, text=True, env=env)
         child = _Child(proc.pid)
         lines: queue.Queue[str | None] = queue.Queue()
 
@@ -931,17 +1027,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
         children: list[_Child] = []
         started = time.monotonic()
         with api.serve() as base_url:
-            base = [sys.executable, "-m", "reference_agent", "run", "--task-id", task_id,
-                    "--goal", DEMO_GOAL, "--store", store_url, "--base-url", base_url,
-                    "--world", str(world_path), "--json"]
-            if args.allow_volatile_store:
-                base.append("--allow-volatile-store")
             for attempt in range(len(kills) + 2):
                 pause = kills[attempt] if attempt < len(kills) else None
                 out.line()
                 out.line(f"[agent process {attempt + 1}]" + (" (resumed)" if attempt else ""))
-                command = base + (["--pause-at", pause.spec] if pause else [])
-                child = _run_child(command, out, pause=pause is not None)
+                command, env = _child_command(
+                    task_id, DEMO_GOAL, store_url, base_url, world_path,
+                    allow_volatile=args.allow_volatile_store, pause_at=pause.spec if pause else None,
+                )
+                child = _run_child(command, out, pause=pause is not None, env=env)
                 children.append(child)
                 if not child.killed:
                     if pause is not None:
@@ -1199,7 +1293,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     inspect = sub.add_parser("inspect", help="a stored checkpoint, readable",
                              description="Prints a stored checkpoint: state, ledger of "
-                             "irreversible actions, and the message history block by block.")
+                             "irreversible actions, and the message history block by block. "
+                             "On a checkpoint that cannot be loaded it says why and shows what "
+                             "can still be read (its saved head), changes nothing, and exits 1.")
     inspect.add_argument("task_id", metavar="ID")
     _store_option(inspect)
     inspect.add_argument("--json", action="store_true", help="the whole checkpoint as JSON")

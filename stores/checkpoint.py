@@ -110,7 +110,9 @@ class CheckpointSummary(BaseModel):
 
     task_id: str
     status: CheckpointStatus
-    iteration: int
-    version: int
+    #: Held to the checkpoint's own bounds: a head whose iteration was edited to -3 was
+    #: listed as a sound task that a load (and the CLI's ``status``) called corrupt.
+    iteration: int = Field(ge=0)
+    version: int = Field(ge=0)
     metadata: dict[str, Any]
     updated_at: _dt.datetime
