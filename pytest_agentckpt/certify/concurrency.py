@@ -332,7 +332,16 @@ def run_create_race(
         deleting = round_ % 2 == 1
         if deleting:
             store.save(Checkpoint(task_id=task_id, goal="race", messages=[{"role": "user", "content": "before"}]))
-        won, other = _create_round(store, task_id, threads, deleting, deadline)
+        won, other, delete_error = _create_round(store, task_id, threads, deleting, deadline)
+        if delete_error is not None:
+            # The delete's own error is no create's (an outside round's report counted it
+            # as one: "1 of 3 threads creating one task raised OSError from delete").
+            problems.append(
+                f"deleting the task while {threads} threads created it raised {delete_error}: "
+                "a delete must not fail because saves run beside it (wait for the save's lock, "
+                "or delete what is there); only an outage may raise, as a StoreError"
+            )
+            continue
         problems += _judge_create_round(store, task_id, won, other, threads, "threads", deleting)
     return problems
 
@@ -349,10 +358,11 @@ def _judge_create_round(
         return [
             f"{len(other)} of {racers} {who} creating one task just after another deleted it "
             f"raised {other[0]}, and none created it. A create that runs beside a delete must "
-            "either create the task or raise ConflictError; an error from something the delete "
-            "removed under the save (its lock file, its directory, its row) means the delete "
-            "and the save do not exclude each other: keep what the save locks out of what "
-            "delete removes, or take the same lock in both"
+            "either create the task or raise ConflictError. If the error comes from something "
+            "the delete removed under the save (its lock file, its directory, its row), the "
+            "delete and the save do not exclude each other: keep what the save locks out of "
+            "what delete removes, or take the same lock in both. Otherwise the store fails "
+            "under concurrent use (a pool or a server's connection limit run out, say)"
         ]
     if other:
         return [
@@ -406,12 +416,14 @@ def _reap(children: list[Any], deadline: float) -> None:
 
 def _create_round(
     store: CheckpointStore, task_id: str, threads: int, deleting: bool, deadline: float
-) -> tuple[list[str], list[str]]:
-    """One round of :func:`run_create_race`: the markers whose create succeeded, and the
-    errors other than a conflict or a store error (an outage says nothing of the race)."""
+) -> tuple[list[str], list[str], str | None]:
+    """One round of :func:`run_create_race`: the markers whose create succeeded, the
+    creates' errors other than a conflict or a store error (an outage says nothing of the
+    race), and the delete's error, if it raised one (not a store error)."""
     lockstep = threading.Barrier(threads + (1 if deleting else 0))
     won: list[str] = []
     other: list[str] = []
+    deleted: list[str] = []
 
     def create(worker: int) -> None:
         marker = f"create-w{worker}"
@@ -432,7 +444,7 @@ def _create_round(
         except (StoreError, threading.BrokenBarrierError):
             pass
         except Exception as exc:
-            other.append(f"{type(exc).__name__} from delete: {exc}")
+            deleted.append(f"{type(exc).__name__}: {exc}")
 
     workers = [threading.Thread(target=create, args=(i,), daemon=True) for i in range(threads)]
     if deleting:
@@ -444,7 +456,7 @@ def _create_round(
     if any(thread.is_alive() for thread in workers):
         raise TimeoutError("threads racing to create a task did not finish within a quarter of the "
                            "limit per contract (a slow store needs a higher --timeout)")
-    return won, other
+    return won, other, deleted[0] if deleted else None
 
 
 def _process_creator(

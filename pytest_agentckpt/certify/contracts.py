@@ -357,6 +357,11 @@ def _check_lone_surrogates(ctx: CertifyContext, store: CheckpointStore) -> None:
             _expect_same(good, loaded, "after a refused save (lone surrogate)")
 
 
+#: The version compare_and_set brings a task to before saves far behind it: two digits,
+#: whose text begins with that of version 1.
+_FAR_AHEAD = 12
+
+
 def check_compare_and_set(ctx: CertifyContext) -> str:
     store = ctx.new_store()
     task_id = ctx.task_id("cas")
@@ -409,6 +414,21 @@ def check_compare_and_set(ctx: CertifyContext) -> str:
         raise ContractFailed(f"a save from version 1 returned version {second.version}, not 2")
     refused(first.model_copy(update={"goal": "stale"}), "a save from stale version 1", second)
     refused(second.model_copy(update={"goal": "ahead", "version": 7}), "a save from version 7", second)
+    # Far behind, too: a store that compares versions as text (an outside round's Lua
+    # script looked for '"version":' .. expected in the stored JSON) refuses a save one
+    # version behind, and lets one from version 1 through onto version 12.
+    latest = second
+    for _ in range(_FAR_AHEAD - latest.version):
+        latest = store.save(latest.model_copy(update={"goal": f"save {latest.version + 1}"}))
+    if latest.version != _FAR_AHEAD:
+        raise ContractFailed(f"{_FAR_AHEAD - 2} saves from version 2, each from the last, ended at version {latest.version}, not {_FAR_AHEAD}")
+    for stale in (1, 2, _FAR_AHEAD - 1):
+        refused(
+            latest.model_copy(update={"goal": "far behind", "version": stale}),
+            f"a save from stale version {stale} onto version {_FAR_AHEAD} (compare versions as "
+            "numbers: as text, 1 matches 12)",
+            latest,
+        )
     absent = ctx.task_id("cas-absent")
     refused(Checkpoint(task_id=absent, goal="x", version=3), "a save from version 3 of a missing task", None)
     store.delete(task_id)
@@ -417,7 +437,10 @@ def check_compare_and_set(ctx: CertifyContext) -> str:
     if again.version != 1:
         raise ContractFailed(f"re-creating a deleted checkpoint returned version {again.version}")
     _check_stamped(store, again)
-    return "stale, future and create-on-existing saves conflict and change nothing; a save stamps updated_at"
+    return (
+        "stale (one and many versions behind), future and create-on-existing saves conflict "
+        "and change nothing; a save stamps updated_at"
+    )
 
 
 def _check_stamped(store: CheckpointStore, checkpoint: Checkpoint) -> None:
@@ -657,11 +680,24 @@ def check_atomic_under_kill(ctx: CertifyContext) -> str:
                 ctx.reproduce("atomic_under_kill"),
             )
         if kill.listing:
+            listed = kill.listed_versions
+            if listed is not None and len(listed) == 1 and kill.loaded_version is not None and listed[0] < kill.loaded_version:
+                # Once, at an older version: a listing of stale summaries (an outside
+                # round's DISTINCT ON ordered versions up), no debris of the kill.
+                cause = (
+                    "the listing returns a summary older than what load returns: list each "
+                    "task's latest committed record (if listing and fresh_reads fail too, the "
+                    "listing is stale whether or not a writer was killed)"
+                )
+            else:
+                cause = (
+                    "the save cut short left something the listing picks up (a temporary file "
+                    "matched by the listing's pattern, a row or key written before the save "
+                    "committed). List exactly what load reads: the committed record of each "
+                    "task, once"
+                )
             raise ContractFailed(
-                f"after a {where}, the task is {kill.listing}: the save cut short left something "
-                "the listing picks up (a temporary file matched by the listing's pattern, a row "
-                "or key written before the save committed). List exactly what load reads: the "
-                "committed record of each task, once",
+                f"after a {where}, the task is {kill.listing}: {cause}",
                 reproduce=ctx.reproduce("atomic_under_kill"),
             )
         # Evidence is a checkpoint loaded after a kill that landed while the writer saved.

@@ -1418,6 +1418,64 @@ def make_keeps_callers_stamp(namespace: str) -> KeepsCallersStampStore:
     return KeepsCallersStampStore(_root("keeps-callers-stamp", namespace))
 
 
+class TextVersionStore(DirectoryStore):
+    """Compares versions as text (an outside round's Lua script: ``string.find`` of
+    ``'"version":' .. expected`` in the stored JSON): a save from version 1 matches a
+    stored 10 to 19, so a save from far behind goes through. A save one version behind
+    (the only stale save the contracts made) is refused."""
+
+    def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        task_id = checkpoint.task_id
+        with self._locked(exclusive=True):
+            data = self._read(task_id)
+            stored = None if data is None else self._decode(task_id, data).version
+            if not str(stored or 0).startswith(str(checkpoint.version)):
+                raise ConflictError(task_id, checkpoint.version, stored)
+            saved = checkpoint.model_copy(update={"version": (stored or 0) + 1, "updated_at": utcnow()})
+            self._write(task_id, self._encode(saved))
+        return self._decode(task_id, self._encode(saved))
+
+
+def make_text_version(namespace: str) -> TextVersionStore:
+    return TextVersionStore(_root("text-version", namespace))
+
+
+class FirstSaveListingStore(DirectoryStore):
+    """Lists from an index written when a task is created and never after: every summary is
+    its first save's (an outside round's event-table store, whose ``DISTINCT ON`` ordered
+    versions up, listed each task at its oldest version)."""
+
+    def _index(self, task_id: str) -> Path:
+        return self.root / (quote(task_id, safe="") + ".first")
+
+    def save(self, checkpoint: Checkpoint) -> Checkpoint:
+        saved = super().save(checkpoint)
+        if saved.version == 1:
+            with self._locked(exclusive=True):
+                data = self._read(saved.task_id)
+                if data is not None:
+                    self._index(saved.task_id).write_bytes(data)
+        return saved
+
+    def delete(self, task_id: str) -> None:
+        super().delete(task_id)
+        with self._locked(exclusive=True):
+            self._index(task_id).unlink(missing_ok=True)
+
+    def list_checkpoints(self, **filters: Any) -> Any:
+        with self._locked(exclusive=False):
+            heads = []
+            for path in sorted(self.root.glob("*.first")):
+                task_id = unquote(path.name[: -len(".first")])
+                if self._read(task_id) is not None:
+                    heads.append((task_id, loads(path.read_bytes(), task_id=task_id)["head"]))
+        return _listing(iter(heads), filters)
+
+
+def make_first_save_listing(namespace: str) -> FirstSaveListingStore:
+    return FirstSaveListingStore(_root("first-save-listing", namespace))
+
+
 class OutageOnLongIdsStore(DirectoryStore):
     """Correct, but its backend is down whenever an id of over 100 characters is saved
     (a deterministic stand-in for an outage during task_id_fidelity's saves)."""
