@@ -861,8 +861,12 @@ _WHY_KEYS_DIFFER = {
         "run with the same keys."
     ),
     None: (
-        "derive the key from what a resume sees again (the task id and the tool_use id, or a "
-        "workflow id and step number), never from the attempt (a random or time-based key)."
+        "the resume did not call with the key the first call used. A key made anew on each "
+        "attempt (random or time-based), or one saved only after the call ran (an outbox "
+        "entry performed before it was saved), is not the key a resume has. Derive the key "
+        "from what a resume sees again (the task id and the tool_use id, or a workflow id "
+        "and step number), or save a key made once (a uuid) durably before the call that "
+        "uses it, and call with the saved key on resume."
     ),
 }
 

@@ -32,6 +32,9 @@ CASES = [
 
 #: What the report of a case says of its cause, where the oracle alone does not.
 SAYS = {"key_per_attempt": "the calls came with different keys"}
+#: And what it advises (an outside round's outbox agent, whose random keys were saved
+#: before each call and sound, was told only "never a random key").
+ADVISES = {"key_per_attempt": "or save a key made once (a uuid) durably before the call that uses it"}
 
 
 def test_an_agent_that_saves_the_reply_only_with_its_results_repeats_a_keyed_action() -> None:
@@ -75,6 +78,7 @@ def test_known_buggy_agent_is_caught_by_the_oracle_its_bug_breaks(name: str, ora
     assert "failed" in report.splitlines()[0] and failure.oracle in report.splitlines()[0]
     assert "fault plan:" in report and "timeline:" in report and "reproduce: fuzz(..., seed=" in report
     assert SAYS.get(name, "") in report
+    assert ADVISES.get(name, "") in " ".join(report.split())
 
 
 def test_the_failure_shrinks_to_one_crash_and_a_one_step_plan() -> None:
