@@ -849,7 +849,11 @@ _WHY_KEYS_DIFFER = {
         "the agent ran the call of a reply it had not saved, then, resumed, asked the model "
         "the same again and got the call under a new tool_use id (the API gives every reply "
         "new ids). Save the model's reply durably before running its tools, so a resume runs "
-        "the same tool_use ids with the same keys."
+        "the same tool_use ids with the same keys. An agent that saves only every few turns "
+        "by design must match a redone call to the intent it recorded before the first one "
+        "(by what the redo sees again: its place in the turn, the tool and its input) and "
+        "reuse the key recorded there: a key made from the new id, or from a counter the "
+        "redo moves on, is another key."
     ),
     "not_in_store": (
         "a resume asked the model the same again and got the call under a new tool_use id "
@@ -1648,7 +1652,11 @@ def turns_lost(timeline: Timeline) -> int:
         kind = event.kind
         if kind == "attempt_start":
             unsaved = crashes = 0
-        elif kind == "store_save":
+        elif kind == "store_save" and (event.data.get("messages") or event.data.get("iteration")):
+            # A save that holds no history and no count (a ledger, an index or a lock kept
+            # under a task id of its own) records none of the turns: an outside round's
+            # agent, saving its conversation every third turn and a ledger before each
+            # irreversible call, was told its budget was reset by a restart.
             unsaved = 0
         elif kind == "model_response" and event.data.get("status") == 200:
             unsaved += 1

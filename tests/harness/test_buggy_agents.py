@@ -47,6 +47,9 @@ def test_an_agent_that_saves_the_reply_only_with_its_results_repeats_a_keyed_act
     assert failure.oracle == "no_duplicate_effect", str(failure)
     assert failure.found_after is not None and failure.found_after <= 200
     assert "Save the model's reply durably before running its tools" in str(failure)
+    # And what an agent that saves every few turns by design does instead (an outside
+    # round's was told only to save each reply, which its design rules out).
+    assert "reuse the key recorded there" in " ".join(str(failure).split())
     assert "_g1" in str(failure)
 
 

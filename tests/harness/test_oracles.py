@@ -570,6 +570,24 @@ def test_the_budget_allows_the_turns_an_attempt_lost_when_it_ended_before_saving
     assert "plus 0 turn(s)" in violation.message
 
 
+def test_a_ledger_saved_between_batched_turns_does_not_make_them_saved() -> None:
+    # An outside round's agent saved its conversation every third turn, and a ledger (a
+    # checkpoint of its own, no history, no count) before each irreversible call: a crash
+    # after a ledger save lost three turns, and the budget oracle counted one.
+    saved = [_response(), _save([GOAL], 1, 1)]
+    ledger = ("store_save", {**_save([], 0, 1)[1], "task_id": "t:ledger"})
+    batch = [_response(), _response(), ledger, _response(), ("crash", {"point": "after_tool_effect", "occurrence": 1})]
+    ended = ("attempt_end", {"outcome": "crash", "detail": "Crash"})
+    again = [_response(), _save([GOAL], 2, 2), _response(), _save([GOAL], 3, 3), _response(), _save([GOAL], 4, 4)]
+    assert iteration_monotone(_timeline(*saved, *batch, ended, ("attempt", {}), *again), budget=4) == []
+    # A save of the conversation between them does record them.
+    recorded = ("store_save", {**_save([GOAL], 3, 2)[1]})
+    batch = [_response(), _response(), recorded, _response(), ("crash", {"point": "after_tool_effect", "occurrence": 1})]
+    later = [_response(), _save([GOAL], 4, 3), _response(), _save([GOAL], 5, 4), _response(), _save([GOAL], 6, 5)]
+    [violation] = iteration_monotone(_timeline(*saved, *batch, ended, ("attempt", {}), *later), budget=4)
+    assert "plus 1 turn(s) lost to faults" in violation.message
+
+
 def test_a_resumed_request_under_another_system_prompt_than_the_crash_free_one_is_advised_of() -> None:
     from pytest_agentckpt.oracles import resume_drift_advice
 
