@@ -188,6 +188,20 @@ class CertifyContext:
         if self.stopping.is_set():
             raise Stopped
 
+    def close_made(self) -> None:
+        """Close every instance made so far (once a contract has finished with them); the
+        clean-up at the end of the run cleans each namespace with a new instance. An
+        outside round's PostgreSQL store, a pool per instance, had 52 connections open on
+        a shared server at once in a quick run, while the run kept every instance to its
+        end."""
+        with self._lock:
+            entries = [entry for entry in self._made if not entry.closed]
+            for entry in entries:
+                entry.closed = True
+        for entry in entries:
+            with contextlib.suppress(Exception):
+                entry.store.close()
+
     def close_store(self, store: CheckpointStore) -> None:
         """Close ``store``, one :meth:`new_store` made, as a contract that reopens it does;
         the clean-up at the end of the run then cleans its namespace with another instance

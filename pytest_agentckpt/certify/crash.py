@@ -286,7 +286,10 @@ def run_kill_experiment(ctx: CertifyContext) -> KillExperiment:
             if loaded is not None:
                 loaded_version = loaded.version
                 mix = _judge_mix(loaded)
-        listing, listed = (None, None) if load_error else _listing_problem(reader, task_id, loaded_version)
+        if not load_error:
+            loaded_version, mix, listing, listed = _settled_listing(reader, task_id, loaded_version, mix)
+        else:
+            listing, listed = None, None
         recovery = _resume(ctx, namespace, task_id) if loaded_version is not None else None
         rounds.append(
             KillRound(task_id, round(delay, 4), last_ack, loaded_version, load_error, mix, finished,
@@ -294,6 +297,42 @@ def run_kill_experiment(ctx: CertifyContext) -> KillExperiment:
         )
     rounds, after_delete = _fresh_look(ctx, namespace, rounds)
     return KillExperiment(tuple(rounds), namespace, after_delete)
+
+
+#: Looks again (after this many seconds, at most so many times) when the listing disagrees
+#: with the load right after a kill: a save the killed writer had sent may still be
+#: committing on the server.
+_SETTLE_WAIT, _SETTLE_TRIES = 0.1, 5
+
+
+def _settled_listing(
+    store: CheckpointStore, task_id: str, loaded_version: int | None, mix: str | None
+) -> tuple[int | None, str | None, str | None, tuple[int, ...] | None]:
+    """The load's version, its mix, and how the listing disagrees with it, once the store
+    has settled after a kill.
+
+    A killed client's last request may still be in the server's hands: PostgreSQL applies
+    a COMMIT that reached it before the kill, a few milliseconds later. An outside round's
+    sound store was loaded at version 10 and listed at 11 just after, and was told its
+    killed save had left debris the listing picks up. So where they disagree, both are
+    read again (a few times, a tenth of a second apart): a late commit makes them agree
+    on the newer version; debris, or a stale listing, stays.
+    """
+    listing, listed = _listing_problem(store, task_id, loaded_version)
+    for _ in range(_SETTLE_TRIES):
+        if listing is None or listed is None:
+            break
+        time.sleep(_SETTLE_WAIT)
+        try:
+            again = store.load(task_id)
+        except Exception:
+            break  # the first reading stands: a load that fails now is not the listing's to judge
+        if (None if again is None else again.version) != loaded_version:
+            loaded_version = None if again is None else again.version
+            # A torn first load stays a failure, whatever loads later.
+            mix = mix or (None if again is None else _judge_mix(again))
+        listing, listed = _listing_problem(store, task_id, loaded_version)
+    return loaded_version, mix, listing, listed
 
 
 def _listing_problem(

@@ -269,6 +269,9 @@ def run_contract(ctx: CertifyContext, contract: Contract) -> ContractResult:
     started = time.monotonic()
     finished, note, error = _run_bounded(lambda: contract.check(ctx), ctx.budget.contract_timeout, ctx)
     seconds = time.monotonic() - started
+    if finished:
+        # Its instances are done with (one that went over the limit may still use its own).
+        ctx.close_made()
 
     def result(outcome: Outcome, summary: str, details: str = "", reproduce: str = "") -> ContractResult:
         return ContractResult(contract.id, contract.title, contract.required, outcome, summary,

@@ -1490,3 +1490,30 @@ class OutageOnLongIdsStore(DirectoryStore):
 
 def make_outage_on_long_ids(namespace: str) -> OutageOnLongIdsStore:
     return OutageOnLongIdsStore(_root("outage-on-long-ids", namespace))
+
+
+class CountedStore(DirectoryStore):
+    """Sound; counts the instances of this process that are open (a pool of connections
+    each, in an outside round's PostgreSQL store), and the most open at once."""
+
+    open_now = 0
+    most_open = 0
+    _count_lock = threading.Lock()
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self._open = True
+        with CountedStore._count_lock:
+            CountedStore.open_now += 1
+            CountedStore.most_open = max(CountedStore.most_open, CountedStore.open_now)
+
+    def close(self) -> None:
+        with CountedStore._count_lock:
+            if self._open:
+                self._open = False
+                CountedStore.open_now -= 1
+        super().close()
+
+
+def make_counted(namespace: str) -> CountedStore:
+    return CountedStore(_root("counted", namespace))

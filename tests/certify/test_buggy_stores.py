@@ -7,10 +7,12 @@ state-machine and both lost-update contracts exercise, so it fails all four.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
 from pytest_agentckpt.certify import CONTRACTS, CertificationReport, Outcome, certify
+from stores import Checkpoint
 
 SEED = 20240601
 
@@ -428,3 +430,45 @@ def test_a_stale_listing_after_a_kill_is_not_blamed_on_the_kill() -> None:
     assert result.outcome is Outcome.FAILED, result.summary
     assert "the listing returns a summary older than what load returns" in result.summary
     assert "cut short" not in result.summary
+
+
+def test_a_run_closes_each_contracts_instances_when_the_contract_ends() -> None:
+    # An outside round's PostgreSQL store (a pool per instance) had 52 connections open on
+    # a shared server at once in a quick run: every instance stayed open to the run's end.
+    from tests.certify.buggy_stores import CountedStore
+
+    CountedStore.open_now = CountedStore.most_open = 0
+    report = certify("tests.certify.buggy_stores:make_counted", quick=True, seed=SEED, figures=False)
+    assert report.exit_code() == 0, [(r.contract, r.summary) for r in report.results if r.outcome is Outcome.FAILED]
+    made = len([r for r in report.results if r.outcome is Outcome.PASSED])
+    assert CountedStore.open_now == 0  # the clean-up's instances are closed too
+    assert 0 < CountedStore.most_open <= 12, (CountedStore.most_open, made)
+
+
+def test_a_commit_that_lands_after_the_kill_is_not_taken_for_debris(monkeypatch: pytest.MonkeyPatch) -> None:
+    # An outside round's sound PostgreSQL store: the killed writer's COMMIT had reached the
+    # server, which applied it just after the harness's load (version 10) and before its
+    # listing (version 11). atomic_under_kill said the killed save had left debris.
+    from pytest_agentckpt.certify import crash
+    from stores import CheckpointSummary, open_store
+
+    monkeypatch.setattr(crash, "_SETTLE_WAIT", 0.0)
+    store = open_store("memory://")
+    saved = store.save(Checkpoint(task_id="t", goal="g"))
+    for _ in range(10):
+        saved = store.save(saved)
+    assert saved.version == 11
+
+    def listed_at(version: int) -> Any:
+        def listing(**_: Any) -> list[CheckpointSummary]:
+            return [s.model_copy(update={"version": version}) for s in type(store).list_checkpoints(store)]
+        return listing
+
+    # The late commit: the listing is at 11, a load again too.
+    store.list_checkpoints = listed_at(11)  # type: ignore[method-assign]
+    version, _, listing, listed = crash._settled_listing(store, "t", 10, None)
+    assert (version, listing, listed) == (11, None, (11,))
+    # A stale listing (one version behind, whatever is read again) stays a problem.
+    store.list_checkpoints = listed_at(1)  # type: ignore[method-assign]
+    version, _, listing, listed = crash._settled_listing(store, "t", 11, None)
+    assert version == 11 and listed == (1,) and listing is not None and "though load returns version 11" in listing
