@@ -346,6 +346,96 @@ def run_create_race(
     return problems
 
 
+def run_metadata_race(
+    store: CheckpointStore, task_id: str, *, threads: int, rounds: int, timeout: float
+) -> list[str]:
+    """Threads sharing ``store`` load one task at the same version and race to save it with
+    only its metadata changed (no new message: a status or a ledger note); the problems
+    seen. Exactly one save may succeed in a round, the others must raise
+    ``ConflictError``, and the task must hold the winner's metadata.
+
+    Saves that add messages are not enough: an outside round's Redis store watched the
+    message list, not the record holding the version, and every race of saves that append
+    tripped that watch; two saves that append nothing were both acknowledged.
+    """
+    current = store.save(Checkpoint(task_id=task_id, goal="race", messages=[{"role": "user", "content": "m"}]))
+    deadline = time.monotonic() + timeout
+    for round_ in range(rounds):
+        if time.monotonic() > deadline:
+            break
+        loaded = current
+        won, other = _metadata_round(store, loaded, threads, f"r{round_}", deadline)
+        if other:
+            return [
+                f"{len(other)} of {threads} threads saving one task from version {loaded.version} "
+                f"at once, with only its metadata changed, raised {other[0]}, not ConflictError: "
+                "a save that loses a race must raise ConflictError"
+            ]
+        if len(won) > 1:
+            versions = sorted(saved.version for saved in won)
+            told = (
+                f"{len(won)} of {threads} threads saving one task from version {loaded.version} at "
+                "once, with only its metadata changed (no new message), were each told their save "
+                f"succeeded (at versions {versions}): only one may, the others must conflict. "
+            )
+            if len(set(versions)) == len(versions):
+                # Each at a version of its own: the losers wrote again over the winner.
+                return [
+                    told + "a save that meets a newer version wrote again under it (a retry that "
+                    "reloads the version, or an upsert): raise ConflictError instead"
+                ]
+            return [
+                told + "A compare-and-set that guards the messages alone (a watched key, a locked "
+                "row or a condition on the history) lets such saves through: guard the record "
+                "that holds the version"
+            ]
+        if not won:
+            continue  # every save failed or conflicted: no evidence this round
+        saved = won[0]
+        stored = store.load(task_id)
+        if stored is None or stored.metadata != saved.metadata or stored.version != saved.version:
+            return [
+                f"after threads raced to save one task's metadata from version {loaded.version}, "
+                f"the one acknowledged (version {saved.version}, {saved.metadata}) is not what "
+                f"loads ({'nothing' if stored is None else f'version {stored.version}, {stored.metadata}'})"
+            ]
+        current = saved
+    return []
+
+
+def _metadata_round(
+    store: CheckpointStore, loaded: Checkpoint, threads: int, tag: str, deadline: float
+) -> tuple[list[Checkpoint], list[str]]:
+    """One round of :func:`run_metadata_race`: the saves acknowledged, and the errors other
+    than a conflict or a store error (an outage says nothing of the race)."""
+    lockstep = threading.Barrier(threads)
+    won: list[Checkpoint] = []
+    other: list[str] = []
+
+    def save(worker: int) -> None:
+        attempt = loaded.model_copy(update={"metadata": {"writer": f"w{worker}-{tag}"}})
+        try:
+            lockstep.wait(30)
+        except threading.BrokenBarrierError:
+            return
+        try:
+            won.append(store.save(attempt))
+        except (ConflictError, StoreError):
+            pass
+        except Exception as exc:
+            other.append(f"{type(exc).__name__}: {exc}")
+
+    workers = [threading.Thread(target=save, args=(i,), daemon=True) for i in range(threads)]
+    for thread in workers:
+        thread.start()
+    for thread in workers:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    if any(thread.is_alive() for thread in workers):
+        raise TimeoutError("threads racing to save a task's metadata did not finish within a "
+                           "quarter of the limit per contract (a slow store needs a higher --timeout)")
+    return won, other
+
+
 def _judge_create_round(
     store: CheckpointStore, task_id: str, won: list[str], other: list[str], racers: int, who: str, deleting: bool
 ) -> list[str]:

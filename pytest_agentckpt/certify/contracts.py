@@ -39,6 +39,7 @@ from .comparison import first_difference
 from .concurrency import (
     judge_history,
     run_create_race,
+    run_metadata_race,
     run_process_create_race,
     run_process_writers,
     run_thread_writers,
@@ -608,6 +609,8 @@ def _lost_update_verdict(ctx: CertifyContext, contract_id: str, initial: Checkpo
 
 #: Rounds of threads racing to create one task (half of them just after a delete).
 CREATE_RACE_ROUNDS = 40
+#: Rounds of threads saving one task's metadata alone from one version at once.
+METADATA_RACE_ROUNDS = 20
 #: The same for processes, each with its own instance.
 PROCESS_CREATE_RACE_ROUNDS = 20
 
@@ -624,6 +627,13 @@ def check_concurrent_threads(ctx: CertifyContext) -> str:
     )
     if created:
         raise ContractFailed(created[0], "\n".join(created[1:]), ctx.reproduce("lost_update_threads"))
+    # Then saves that change the metadata alone, from one version at once.
+    raced = run_metadata_race(
+        store, ctx.task_id("metadata"), threads=budget.threads, rounds=METADATA_RACE_ROUNDS,
+        timeout=budget.contract_timeout / 4,
+    )
+    if raced:
+        raise ContractFailed(raced[0], "\n".join(raced[1:]), ctx.reproduce("lost_update_threads"))
     initial = store.save(Checkpoint(task_id=ctx.task_id("threads"), goal="race"))
     logs = run_thread_writers(
         store, initial.task_id, threads=budget.threads, rounds=budget.saves_per_thread,

@@ -84,6 +84,9 @@ EXPECTED_FAILURES = {
     # Lists every task at its first save (an index written on create only): every contract
     # that lists after a later save sees it, the schema check of the listing included.
     "first_save_listing": {"listing", "model_based", "fresh_reads", "atomic_under_kill", "newer_schema_refused"},
+    # Locks a save only when it adds messages: two saves of the metadata alone from one
+    # version both go through (an outside round's Redis store watched the message list).
+    "guards_messages": {"lost_update_threads"},
     # Keeps the updated_at it was given: retention and prune --older-than go by it.
     "keeps_callers_stamp": {"compare_and_set"},
     # Lists its temporary files too: a writer killed before its rename leaves the task
