@@ -425,15 +425,21 @@ def _metadata_round(
         except Exception as exc:
             other.append(f"{type(exc).__name__}: {exc}")
 
-    workers = [threading.Thread(target=save, args=(i,), daemon=True) for i in range(threads)]
+    _race([threading.Thread(target=save, args=(i,), daemon=True) for i in range(threads)],
+          deadline, "to save a task's metadata")
+    return won, other
+
+
+def _race(workers: list[threading.Thread], deadline: float, what: str) -> None:
+    """Start ``workers`` and wait for them until ``deadline``; raise ``TimeoutError`` if any
+    is still running then."""
     for thread in workers:
         thread.start()
     for thread in workers:
         thread.join(max(0.0, deadline - time.monotonic()))
     if any(thread.is_alive() for thread in workers):
-        raise TimeoutError("threads racing to save a task's metadata did not finish within a "
-                           "quarter of the limit per contract (a slow store needs a higher --timeout)")
-    return won, other
+        raise TimeoutError(f"threads racing {what} did not finish within a quarter of the limit "
+                           "per contract (a slow store needs a higher --timeout)")
 
 
 def _judge_create_round(
@@ -539,13 +545,7 @@ def _create_round(
     workers = [threading.Thread(target=create, args=(i,), daemon=True) for i in range(threads)]
     if deleting:
         workers.append(threading.Thread(target=delete, daemon=True))
-    for thread in workers:
-        thread.start()
-    for thread in workers:
-        thread.join(max(0.0, deadline - time.monotonic()))
-    if any(thread.is_alive() for thread in workers):
-        raise TimeoutError("threads racing to create a task did not finish within a quarter of the "
-                           "limit per contract (a slow store needs a higher --timeout)")
+    _race(workers, deadline, "to create a task")
     return won, other, deleted[0] if deleted else None
 
 
