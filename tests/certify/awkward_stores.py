@@ -71,12 +71,15 @@ def make_down(namespace: str) -> DownStore:
 
 class DriverErrorStore(DirectoryStore):
     """Lets a driver's own exception out of a save that loses a race (an outside round's
-    NATS store let ``KeyWrongLastSequenceError`` escape instead of ConflictError)."""
+    NATS store let ``KeyWrongLastSequenceError`` escape instead of ConflictError): here, of
+    a save whose messages differ from the stored ones, so that the writers' race meets it
+    (the race of saves that change the metadata alone, before it, reports such an error
+    as a failure of its own)."""
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
         if checkpoint.version >= 3:
             current = super().load(checkpoint.task_id)
-            if current is not None and current.version != checkpoint.version:
+            if current is not None and current.version != checkpoint.version and current.messages != checkpoint.messages:
                 raise LookupError(f"wrong last sequence: {current.version}")
         return super().save(checkpoint)
 

@@ -475,3 +475,22 @@ def test_a_commit_that_lands_after_the_kill_is_not_taken_for_debris(monkeypatch:
     store.list_checkpoints = listed_at(1)  # type: ignore[method-assign]
     version, _, listing, listed = crash._settled_listing(store, "t", 11, None)
     assert version == 11 and listed == (1,) and listing is not None and "though load returns version 11" in listing
+
+
+def test_a_driver_error_from_a_save_that_loses_a_metadata_race_is_named() -> None:
+    from pytest_agentckpt.certify.concurrency import run_metadata_race
+    from stores import ConflictError, open_store
+
+    store = open_store("memory://")
+    save = store.save
+
+    def drivers_error(checkpoint: Checkpoint) -> Checkpoint:
+        try:
+            return save(checkpoint)
+        except ConflictError:
+            raise LookupError("wrong last sequence") from None
+
+    store.save = drivers_error  # type: ignore[method-assign]
+    [problem] = run_metadata_race(store, "t", threads=3, rounds=3, timeout=30)
+    assert "raised LookupError: wrong last sequence, not ConflictError" in problem
+    assert problem.startswith("2 of 3 threads saving one task from version 1 at once")
