@@ -347,13 +347,12 @@ def _warn_unreached(stats: TakeoverStats) -> None:
 
     warnings.warn(
         f"agentckpt takeover: {stats.unreached} point(s) not checkable, worker A never reached "
-        "them: A, held at a point of the crash-free run, returned before that point. Either its "
-        "path left the crash-free run's, or the points come after the agent stops cleanly (a "
-        "pause for an approval, a wait, a turn limit per call) and is called again, and the "
-        "agent never marks its checkpoint 'completed', so a stop cannot be told from its end "
-        "and A is not called again. Mark the task completed when it is, or test what a resumed "
-        "call does against another worker with two calls of your own (resume both, let one "
-        "save, then the other)",
+        "them: A, called as the crash-free run was (again after each clean stop while the task "
+        "was still running, as many times at most), returned before each of those points, so "
+        "its path left the crash-free run's (state kept in the process between calls, say, or "
+        "a number of calls that differs from run to run). Test what the agent does there "
+        "against another worker with two calls of your own (resume both, let one save, then "
+        "the other)",
         NotCheckableWarning,
         stacklevel=3,
     )

@@ -480,7 +480,7 @@ def _report_unreadable(task_id: str, store_url: str | None, error: BaseException
               file=sys.stderr)
         return
     print(f"skipped {_shown(task_id)}: unreadable, left as it is "
-          f"(to see why: {_inspect_command(task_id, store_url)}; "
+          f"(to see why: {_task_command('inspect', task_id, store_url)}; "
           f"to delete it: {_delete_command(task_id, store_url)})", file=sys.stderr)
 
 
@@ -662,14 +662,14 @@ def _shell_quoted(text: str) -> str:
     return f"$'{escaped}'"
 
 
+def _task_command(subcommand: str, task_id: str, store_url: str | None) -> str:
+    """The command line of ``subcommand`` on one task, its store URL's secrets hidden."""
+    store = f" --store {shlex.quote(redact_url(store_url))}" if store_url else ""
+    return f"{_PROG} {subcommand} {_shell_quoted(task_id)}{store}"
+
+
 def _delete_command(task_id: str, store_url: str | None) -> str:
-    store = f" --store {shlex.quote(redact_url(store_url))}" if store_url else ""
-    return f"{_PROG} delete {_shell_quoted(task_id)}{store}"
-
-
-def _inspect_command(task_id: str, store_url: str | None) -> str:
-    store = f" --store {shlex.quote(redact_url(store_url))}" if store_url else ""
-    return f"{_PROG} inspect {_shell_quoted(task_id)}{store}"
+    return _task_command("delete", task_id, store_url)
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
