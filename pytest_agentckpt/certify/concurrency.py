@@ -1,10 +1,13 @@
 """Concurrent writers: threads sharing one store, processes each with their own instance.
 
 Every writer loops load -> append its marker -> save, retrying on conflict, and records
-each save the store acknowledged: the version it expected and the version it got. A
-correct compare-and-set store yields a history in which every success moved the version
-by exactly one, no two successes started from the same version, and the final history
-holds every acknowledged marker in version order. Anything else is a lost update.
+each save the store acknowledged: the version it expected and the version it got. Every
+fourth round it saves a note in the metadata instead, with no new message (a status, a
+ledger entry): a compare-and-set that guards the messages alone lets two such saves
+through. A correct compare-and-set store yields a history in which every success moved
+the version by exactly one, no two successes started from the same version, the final
+history holds every acknowledged marker in version order and the final metadata counts
+every acknowledged note. Anything else is a lost update.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ __all__ = [
     "WriterLog",
     "judge_history",
     "run_create_race",
+    "run_delete_race",
     "run_process_create_race",
     "run_process_writers",
     "run_thread_writers",
@@ -41,6 +45,8 @@ class Success:
     expected: int
     version: int
     marker: str
+    #: A save of a note in the metadata, with no new message.
+    note: bool = False
 
 
 @dataclass
@@ -59,7 +65,8 @@ class WriterLog:
 def write_loop(
     store: CheckpointStore, task_id: str, worker: int, attempts: int, barrier: Any = None
 ) -> WriterLog:
-    """``attempts`` rounds of load -> append a marker -> save, counting conflicts.
+    """``attempts`` rounds of load -> append a marker -> save, counting conflicts; every
+    fourth round (the third, the seventh, ...) a note in the metadata instead, no message.
 
     With a ``barrier`` (shared by all writers), every other round all writers load, wait
     for each other, then save: the worst case for compare-and-set, made certain rather
@@ -72,13 +79,15 @@ def write_loop(
             log.errors.append(f"load({task_id!r}) returned None while the task existed")
             continue
         # The task starts new (version 1, iteration 0, no messages) and every save adds one
-        # message and one iteration: a load whose counts disagree with its version read the
-        # version and the content from two different saves.
-        if not current.iteration == len(current.messages) == current.version - 1:
+        # message and one iteration, or one note: a load whose counts disagree with its
+        # version read the version and the content from two different saves.
+        notes = _notes(current)
+        if not (current.iteration == len(current.messages) and len(current.messages) + notes == current.version - 1):
             log.mixed.append(
                 f"load returned version {current.version} with the content of another save "
-                f"({current.iteration} iterations, {len(current.messages)} messages, where "
-                f"version {current.version} has {current.version - 1} of each)"
+                f"({current.iteration} iterations, {len(current.messages)} messages and {notes} "
+                f"notes, where version {current.version} has {current.version - 1} messages and "
+                "notes in all, and one iteration a message)"
             )
         if barrier is not None and attempt % 2 == 0:
             try:
@@ -86,12 +95,19 @@ def write_loop(
             except threading.BrokenBarrierError:
                 barrier = None  # a writer died: carry on without the lockstep
         marker = f"w{worker}-a{attempt}"
-        following = current.model_copy(
-            update={
-                "messages": [*current.messages, {"role": "user", "content": marker}],
-                "iteration": current.iteration + 1,
-            }
-        )
+        note = attempt % 4 == 2
+        if note:
+            # Only the metadata changes: a status or a ledger entry, saved between turns.
+            following = current.model_copy(
+                update={"metadata": {**current.metadata, "notes": notes + 1, "last_note": marker}}
+            )
+        else:
+            following = current.model_copy(
+                update={
+                    "messages": [*current.messages, {"role": "user", "content": marker}],
+                    "iteration": current.iteration + 1,
+                }
+            )
         try:
             saved = store.save(following)
         except ConflictError:
@@ -102,8 +118,14 @@ def write_loop(
             log.errors.append(f"{type(exc).__name__}: {exc}")
             time.sleep(0.01)
             continue
-        log.successes.append(Success(worker, current.version, saved.version, marker))
+        log.successes.append(Success(worker, current.version, saved.version, marker, note))
     return log
+
+
+def _notes(checkpoint: Checkpoint | None) -> int:
+    """The notes :func:`write_loop` counted in ``checkpoint``'s metadata."""
+    notes = None if checkpoint is None else checkpoint.metadata.get("notes", 0)
+    return notes if isinstance(notes, int) else -1
 
 
 def judge_history(initial: Checkpoint, logs: list[WriterLog], final: Checkpoint | None) -> list[str]:
@@ -115,10 +137,20 @@ def judge_history(initial: Checkpoint, logs: list[WriterLog], final: Checkpoint 
         return ["no save succeeded at all: every attempt conflicted or failed"]
     for start, count in Counter(s.expected for s in successes).items():
         if count > 1:
-            who = [s.worker for s in successes if s.expected == start]
+            racing = [s for s in successes if s.expected == start]
+            who = [s.worker for s in racing]
+            what = ""
+            if all(s.note for s in racing):
+                # The threads' metadata race names this cause first; processes meet it here.
+                what = (
+                    ", each with only a note in its metadata (no new message). A compare-and-set "
+                    "that guards the messages alone (a watched key, a locked row or a condition on "
+                    "the history), or holds a lock of one process only, lets such saves through: "
+                    "guard the record that holds the version, across processes"
+                )
             problems.append(
                 f"{count} saves all succeeded from version {start} (workers {who}): "
-                "only one may, the others' updates were erased"
+                f"only one may, the others' updates were erased{what}"
             )
     for s in successes:
         if s.version != s.expected + 1:
@@ -136,7 +168,9 @@ def judge_history(initial: Checkpoint, logs: list[WriterLog], final: Checkpoint 
         # holds content under a version that is not that content's (a save that met a
         # newer version and wrote again), and loads read it faithfully.
         rewrites = [s for s in successes if s.version != s.expected + 1]
-        held = final is not None and not final.iteration == len(final.messages) == final.version - 1
+        held = final is not None and not (
+            final.iteration == len(final.messages) and len(final.messages) + _notes(final) == final.version - 1
+        )
         if rewrites or held:
             where = (
                 f"worker {rewrites[0].worker} saved from version {rewrites[0].expected} and was told "
@@ -147,9 +181,11 @@ def judge_history(initial: Checkpoint, logs: list[WriterLog], final: Checkpoint 
                 0,
                 f"{mixed[0]} ({len(mixed)} such load(s)), and {where}: a save that meets a newer "
                 "version wrote again under it (a retry that reloads and writes again, a caught "
-                "StaleDataError or failed compare), so the store holds content under a version that "
+                "StaleDataError or failed compare), or wrote in parts of which one is not guarded "
+                "(the messages committed before the versioned update of the head, a second UPDATE "
+                "without the version condition), so the store holds content under a version that "
                 "is not its own. A save that finds another version must raise ConflictError and "
-                "write nothing",
+                "write nothing: every part of a save in one transaction, each guarded by the version",
             )
         else:
             problems.insert(
@@ -162,7 +198,7 @@ def judge_history(initial: Checkpoint, logs: list[WriterLog], final: Checkpoint 
         problems.append("the task is gone after the writers finished")
         return problems
     written = [m.get("content") for m in final.messages[len(initial.messages) :]]
-    acknowledged = [s.marker for s in successes]
+    acknowledged = [s.marker for s in successes if not s.note]
     kept = [m for m in written if m not in ambiguous]
     missing = [m for m in acknowledged if m not in written]
     if missing:
@@ -173,6 +209,13 @@ def judge_history(initial: Checkpoint, logs: list[WriterLog], final: Checkpoint 
         problems.append(
             f"the final history holds the markers {kept[:12]}, not the acknowledged saves "
             f"in version order {acknowledged[:12]}"
+        )
+    notes = sum(s.note for s in successes) + max(0, _notes(initial))
+    if not ambiguous and _notes(final) != notes:
+        problems.append(
+            f"the final metadata counts {_notes(final)} notes, but {notes} saves of a note (the "
+            "metadata alone, no new message) were acknowledged: such a save was lost, or a later "
+            "save wrote older metadata over it"
         )
     if not ambiguous and final.version != successes[-1].version:
         problems.append(
@@ -401,6 +444,99 @@ def run_metadata_race(
             ]
         current = saved
     return []
+
+
+def run_delete_race(
+    store: CheckpointStore, task_id_of: Any, *, threads: int, rounds: int, timeout: float
+) -> list[str]:
+    """Threads sharing ``store``: one deletes a task while the others save it from the
+    version they loaded, all at once; the problems seen.
+
+    Whichever comes first, the task must be gone afterwards: a save before the delete is
+    deleted with it, and a save after it meets no task and must conflict. A task that is
+    back is a save that wrote over the delete that came between its check and its write
+    (an outside round's Redis store took its lock for saves and not for deletes): the
+    deleted task's work comes back, and a worker acts on a task its owner removed.
+    """
+    deadline = time.monotonic() + timeout
+    savers = max(1, threads - 1)
+    for round_ in range(rounds):
+        if time.monotonic() > deadline:
+            break
+        task_id = task_id_of(round_)
+        loaded = store.save(Checkpoint(task_id=task_id, goal="race", messages=[{"role": "user", "content": "m"}]))
+        won, other = _delete_round(store, loaded, savers, deadline)
+        if other:
+            return [
+                f"deleting a task while {savers} threads saved it from version {loaded.version} raised "
+                f"{other[0]}: a save that loses to a delete must raise ConflictError, and a delete "
+                "must not fail because saves run beside it (only an outage may raise, as a StoreError)"
+            ]
+        left = store.load(task_id)
+        if left is not None and left.version <= loaded.version + 1 and not won:
+            # No save was acknowledged, so none wrote it: what loads is what the delete left.
+            return [
+                f"a task was deleted while {savers} threads saved it from version {loaded.version} "
+                f"(no save acknowledged), and afterwards it loads again (version {left.version}): "
+                "the delete left the task behind, a save between nothing. delete() must remove "
+                "every version a task's saves left (delete_idempotent and compare_and_set check "
+                "a delete on its own)"
+            ]
+        if left is not None and won and left.version <= max(won) - 1:
+            return [
+                f"a task was deleted while {savers} threads saved it from version {loaded.version} "
+                f"(a save acknowledged as version {max(won)}), and afterwards it loads again as "
+                f"version {left.version}, older than that save: the delete removed the latest "
+                "save and left an earlier one. delete() must remove every version a task's saves "
+                "left (delete_idempotent and compare_and_set check a delete on its own)"
+            ]
+        if left is not None:
+            return [
+                f"a task was deleted while {savers} threads saved it from version {loaded.version} "
+                f"({len(won)} save(s) acknowledged), and afterwards it loads again (version "
+                f"{left.version}): a save wrote over the delete that came between its version check "
+                "and its write. A delete must exclude saves as saves exclude each other (the same "
+                "lock, transaction or condition: a Redis WATCH or lock, a row lock, a conditional "
+                "write); a save after it finds no task and raises ConflictError"
+            ]
+    return []
+
+
+def _delete_round(
+    store: CheckpointStore, loaded: Checkpoint, savers: int, deadline: float
+) -> tuple[list[int], list[str]]:
+    """One round of :func:`run_delete_race`: the versions of the saves acknowledged, and the
+    errors other than a conflict or a store error."""
+    lockstep = threading.Barrier(savers + 1)
+    won: list[int] = []
+    other: list[str] = []
+
+    def save(worker: int) -> None:
+        attempt = loaded.model_copy(update={"messages": [*loaded.messages, {"role": "user", "content": f"w{worker}"}]})
+        try:
+            lockstep.wait(30)
+        except threading.BrokenBarrierError:
+            return
+        try:
+            won.append(store.save(attempt).version)
+        except (ConflictError, StoreError):
+            pass
+        except Exception as exc:
+            other.append(f"{type(exc).__name__}: {exc}")
+
+    def delete() -> None:
+        try:
+            lockstep.wait(30)
+        except threading.BrokenBarrierError:
+            return
+        try:
+            store.delete(loaded.task_id)
+        except Exception as exc:
+            other.append(f"{type(exc).__name__} from delete: {exc}")
+
+    workers = [threading.Thread(target=save, args=(i,), daemon=True) for i in range(savers)]
+    _race([*workers, threading.Thread(target=delete, daemon=True)], deadline, "to save a task while it was deleted")
+    return won, other
 
 
 def _metadata_round(

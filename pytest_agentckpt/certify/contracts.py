@@ -39,13 +39,14 @@ from .comparison import first_difference
 from .concurrency import (
     judge_history,
     run_create_race,
+    run_delete_race,
     run_metadata_race,
     run_process_create_race,
     run_process_writers,
     run_thread_writers,
 )
 from .context import CertifyContext, ContractFailed, NotApplicable, NotCheckable
-from .crash import KillExperiment, run_kill_experiment
+from .crash import DELETE_FAILED, KillExperiment, run_kill_experiment
 from .factory import new_namespace
 from .generators import LINE_SEPARATORS, checkpoints, deep_value, every_block_type_messages
 from .restart import check_durable_restart
@@ -371,6 +372,13 @@ def check_compare_and_set(ctx: CertifyContext) -> str:
         raise ContractFailed(f"creating a checkpoint returned version {first.version}, not 1")
 
     def refused(attempt: Checkpoint, what: str, keeps: Checkpoint | None, *, deleted: bool = False) -> None:
+        # Each refused save brings a message and a note of its own: a store that writes a
+        # save in parts (the new messages first, committed on their own, then the head
+        # guarded by the version) leaves them behind where only the head is refused.
+        attempt = attempt.model_copy(update={
+            "messages": [*attempt.messages, {"role": "user", "content": f"refused: {what}"}],
+            "metadata": {**attempt.metadata, "refused": what},
+        })
         # What is stored before the save, first: a delete that left the task, or a load
         # that does not return the latest save, is not the compare-and-set's fault.
         before = store.load(attempt.task_id)
@@ -407,7 +415,12 @@ def check_compare_and_set(ctx: CertifyContext) -> str:
             if loaded is not None:
                 raise ContractFailed(f"{what} conflicted but still created a checkpoint")
         else:
-            _expect_same(keeps, loaded, f"{what} conflicted but changed the stored checkpoint")
+            _expect_same(
+                keeps, loaded,
+                f"{what} conflicted but changed the stored checkpoint (a save written in parts, "
+                "the messages before the head that holds the version, must write them in the same "
+                "transaction as the guarded head, or after the guard passed)",
+            )
 
     refused(Checkpoint(task_id=task_id, goal="again"), "creating (version 0) an existing checkpoint", first)
     second = store.save(first.model_copy(update={"goal": "second"}))
@@ -611,6 +624,8 @@ def _lost_update_verdict(ctx: CertifyContext, contract_id: str, initial: Checkpo
 CREATE_RACE_ROUNDS = 40
 #: Rounds of threads saving one task's metadata alone from one version at once.
 METADATA_RACE_ROUNDS = 20
+#: Rounds of a delete racing threads that save the task.
+DELETE_RACE_ROUNDS = 20
 #: The same for processes, each with its own instance.
 PROCESS_CREATE_RACE_ROUNDS = 20
 
@@ -634,6 +649,13 @@ def check_concurrent_threads(ctx: CertifyContext) -> str:
     )
     if raced:
         raise ContractFailed(raced[0], "\n".join(raced[1:]), ctx.reproduce("lost_update_threads"))
+    # Then a delete racing saves of the task: it must be gone afterwards, whoever came first.
+    deleted = run_delete_race(
+        store, lambda round_: ctx.task_id(f"delete{round_}"), threads=budget.threads,
+        rounds=DELETE_RACE_ROUNDS, timeout=budget.contract_timeout / 4,
+    )
+    if deleted:
+        raise ContractFailed(deleted[0], "\n".join(deleted[1:]), ctx.reproduce("lost_update_threads"))
     initial = store.save(Checkpoint(task_id=ctx.task_id("threads"), goal="race"))
     logs = run_thread_writers(
         store, initial.task_id, threads=budget.threads, rounds=budget.saves_per_thread,
@@ -714,13 +736,26 @@ def check_atomic_under_kill(ctx: CertifyContext) -> str:
         if kill.loaded_version is not None and not kill.finished_before_kill:
             judged += 1
     if experiment.after_delete:
-        raise ContractFailed(
-            f"{experiment.after_delete}: delete() must remove everything a task's saves leave, "
-            "a save cut short included (a temporary file, a row or key outside the task's "
-            "record). If delete_idempotent fails too, delete misses what any save leaves; if "
-            "only this contract fails, it misses what a killed save leaves",
-            reproduce=ctx.reproduce("atomic_under_kill"),
-        )
+        if experiment.after_delete.startswith(DELETE_FAILED):
+            # An outside round's Redis store took a lock with no expiry: a writer killed
+            # while it held it left it held for ever, and every later call met it.
+            advice = (
+                "delete() must work after a writer was killed in the middle of a save. If it "
+                "raised because the task is locked, the lock outlived its holder: a lock must "
+                "end with the writer that took it (a database transaction, an flock on an open "
+                "file) or expire (a lease: SET key token NX PX ms, with every write checking "
+                "the lease is still held); one with no expiry, taken by a killed writer, is "
+                "never released. Otherwise delete() trips on what a save cut short leaves (a "
+                "temporary file, a row or key outside the task's record)"
+            )
+        else:
+            advice = (
+                "delete() must remove everything a task's saves leave, a save cut short included "
+                "(a temporary file, a row or key outside the task's record). If delete_idempotent "
+                "fails too, delete misses what any save leaves; if only this contract fails, it "
+                "misses what a killed save leaves"
+            )
+        raise ContractFailed(f"{experiment.after_delete}: {advice}", reproduce=ctx.reproduce("atomic_under_kill"))
     if judged == 0:
         raise NotCheckable(
             f"none of {len(experiment.rounds)} kills left a checkpoint to judge (every load "
@@ -867,8 +902,10 @@ def check_aba_recreated(ctx: CertifyContext) -> str:
             f"{'nothing' if seen is None else f'{shown} (version {seen.version})'}: a read of C's "
             "serves what C saw before, though the task was deleted and made again. A cache "
             "checked by version alone does this (the re-created task reached the same "
-            "version): check the lineage token too, or drop the cache (fresh_reads checks "
-            "stale reads of other writers' saves)"
+            "version): check the lineage token too, or drop the cache. So does a read "
+            "snapshot that outlives the read (a REPEATABLE READ transaction left open, as "
+            "a driver with autocommit off does after a SELECT): end the transaction after "
+            "each load (fresh_reads checks stale reads of other writers' saves)"
         )
     # The stale instance saves from the version it knows, which is again the stored one.
     attempt = mine.model_copy(update={"goal": "A again",
@@ -1434,12 +1471,13 @@ CONTRACTS: tuple[Contract, ...] = (
              "step, catching bugs no hand-written sequence thought of.", check_model_based),
     Contract("lost_update_threads", "No lost update (threads)", True,
              "Threads sharing one instance race to create a task (one create wins, the others "
-             "conflict, after a delete too), then race load-modify-save: every acknowledged save "
+             "conflict, after a delete too), save a task while it is deleted (it stays deleted), "
+             "then race load-modify-save: every acknowledged save "
              "is in the final history, no two succeed from the same version.",
              check_concurrent_threads),
     Contract("lost_update_processes", "No lost update (processes)", True,
              "Separate processes with their own instances race to create a task, then race "
-             "load-modify-save: the same checks.",
+             "load-modify-save (a note in the metadata every fourth round): the same checks.",
              check_concurrent_processes),
     Contract("atomic_under_kill", "Atomic under SIGKILL", True,
              "A writer killed mid-save leaves the old checkpoint or the new one, whole: never a "

@@ -33,7 +33,10 @@ from .context import CertifyContext, ContractFailed
 from .factory import StoreFactory, new_namespace
 from .generators import REWRITE_EVERY, generation_checkpoint, generation_of
 
-__all__ = ["KillExperiment", "KillRound", "run_kill_experiment"]
+__all__ = ["DELETE_FAILED", "KillExperiment", "KillRound", "run_kill_experiment"]
+
+#: How a delete of the killed writers' tasks that raised is reported.
+DELETE_FAILED = "deleting the killed writers' tasks failed"
 
 #: The writer stops by itself after this many generations (bounded loop).
 MAX_GENERATIONS = 2000
@@ -376,7 +379,7 @@ def _fresh_look(
         listed = sorted({s.task_id for s in fresh.list_checkpoints() if s.task_id in ours})
         loaded = sorted(task_id for task_id in ours if fresh.load(task_id) is not None)
     except Exception as exc:
-        return looked, f"deleting the killed writers' tasks failed: {type(exc).__name__}: {exc}"
+        return looked, f"{DELETE_FAILED}: {type(exc).__name__}: {exc}"
     if listed or loaded:
         left = f"still listed: {listed}" if listed else f"still loaded: {loaded}"
         return looked, f"after delete() of every killed writer's task, a new instance has them {left}"

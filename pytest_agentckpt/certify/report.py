@@ -59,7 +59,17 @@ def verdict(report: CertificationReport, *, strict: bool = False) -> str:
                 f"{'s were' if len(report.not_run) != 1 else ' was'} not run "
                 f"({', '.join(report.not_run)}); run without --only to certify")
     return "CERTIFIED: every required contract passed" + (
-        " and every optional one it declares" if strict else "")
+        " and every optional one it declares" if strict else "") + _not_durable(report)
+
+
+def _not_durable(report: CertificationReport) -> str:
+    """What a certified store that does not declare durability must be told in its verdict:
+    a team picking a store reads the verdict line, not the n/a rows above it."""
+    restart = next((r for r in report.results if r.contract == "durable_restart"), None)
+    if restart is None or restart.outcome is not Outcome.NOT_APPLICABLE or "durability" not in restart.summary:
+        return ""
+    return ("; NOT DURABLE: it declares no durability (info().durable), so acknowledged saves "
+            "may be lost when its server restarts (see durable_restart)")
 
 
 def _latency_rows(report: CertificationReport) -> list[dict[str, Any]]:

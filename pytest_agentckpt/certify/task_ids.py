@@ -45,7 +45,8 @@ _MARKER = "certify_task_id_probe"
 #: What the store must do instead; part of every failure's summary.
 ADVICE = (
     "A store must keep every task id exactly as given: compare ids as bytes or code "
-    "points (a binary or case-sensitive collation such as utf8mb4_bin in MySQL, "
+    "points (a binary NO PAD collation: utf8mb4_0900_bin in MySQL 8, utf8mb4_nopad_bin "
+    "in MariaDB, or a VARBINARY column, since utf8mb4_bin ignores trailing spaces; "
     'COLLATE "C" in PostgreSQL; a case-sensitive file system), store them whole (a key '
     "column wide enough, utf8mb4 rather than 3-byte utf8) and map them to keys or file "
     "names injectively (percent-encode every byte outside [A-Za-z0-9-]; never lowercase, "

@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 
 from pytest_agentckpt.certify import (
+    CONTRACTS,
     EXIT_CERTIFIED,
     EXIT_FAILED,
     EXIT_NOT_CHECKABLE,
+    CertificationReport,
     CertifyContext,
     ContractFailed,
     ContractResult,
@@ -25,7 +27,7 @@ from pytest_agentckpt.certify import (
     StoreFactory,
     certify,
 )
-from pytest_agentckpt.certify.concurrency import Success, WriterLog
+from pytest_agentckpt.certify.concurrency import Success, WriterLog, judge_history
 from pytest_agentckpt.certify.context import QUICK
 from pytest_agentckpt.certify.contracts import (
     _lost_update_verdict,
@@ -220,6 +222,39 @@ def test_writers_that_never_conflicted_did_not_race() -> None:
     raced.conflicts = 1
     assert "no update lost" in _lost_update_verdict(ctx, "lost_update_threads", initial, [raced],
                                                     store, "1 thread")
+
+
+def test_a_note_saved_in_the_metadata_alone_must_be_in_the_final_metadata() -> None:
+    # The writers' race saves a note in the metadata every fourth round. A store that
+    # acknowledges such a save and keeps an older metadata (it writes the metadata only
+    # with new messages) loses it, though every version moved by one.
+    initial = Checkpoint(task_id="race", goal="race", version=1)
+    logs = [WriterLog(successes=[Success(0, 1, 2, "w0-a0"), Success(0, 2, 3, "w0-a2", note=True)], conflicts=1)]
+    kept = Checkpoint(task_id="race", goal="race", version=3, iteration=1,
+                      messages=[{"role": "user", "content": "w0-a0"}], metadata={"notes": 1, "last_note": "w0-a2"})
+    assert judge_history(initial, logs, kept) == []
+    lost = kept.model_copy(update={"metadata": {}})
+    problems = judge_history(initial, logs, lost)
+    assert len(problems) == 1 and "counts 0 notes, but 1 saves of a note" in problems[0], problems
+    # Two notes from one version, both acknowledged: the cause named is the guard.
+    both = [WriterLog(successes=[Success(0, 1, 2, "w0-a2", note=True)], conflicts=1),
+            WriterLog(successes=[Success(1, 1, 2, "w1-a2", note=True)])]
+    assert "guards the messages alone" in judge_history(initial, both, None)[0]
+
+
+def test_a_certified_store_that_declares_no_durability_is_told_so_in_its_verdict() -> None:
+    # An outside round's team, choosing a store, read CERTIFIED and missed the n/a row of
+    # durable_restart above it: their Redis ran without AOF.
+    def report(restart: ContractResult) -> CertificationReport:
+        passed = [ContractResult(c.id, c.title, True, Outcome.PASSED, "ok") for c in CONTRACTS if c.required]
+        return CertificationReport("m:f", "redis", "redis://", seed=1, quick=True, results=[*passed, restart])
+
+    lax = report(ContractResult("durable_restart", "Durable", False, Outcome.NOT_APPLICABLE,
+                                "the store does not declare durability (info().durable is False)"))
+    assert verdict(lax).startswith("CERTIFIED: every required contract passed; NOT DURABLE")
+    assert "NOT DURABLE" in to_text(lax)
+    durable = report(ContractResult("durable_restart", "Durable", False, Outcome.PASSED, "survived"))
+    assert verdict(durable) == "CERTIFIED: every required contract passed"
 
 
 class _FrozenCounter(MemoryStore):
