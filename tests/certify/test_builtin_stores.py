@@ -2,7 +2,8 @@
 
 Parametrised over ``--agentckpt-backends`` (the project's pytest config selects all):
 memory, SQLite, PostgreSQL, Redis, and S3 on SeaweedFS and on moto. Under CI a backend
-that cannot run fails instead of skipping.
+that cannot run fails instead of skipping. S3 on moto runs on demand (``pytest -m slow``,
+see ``conftest.py``): the same store is certified on SeaweedFS in every run.
 """
 
 from __future__ import annotations
