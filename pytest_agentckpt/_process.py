@@ -156,7 +156,11 @@ class _MessageId:
 
 
 def _delivery_receipts(
-    timeline: _EventFile, *, asynchronous: bool = False, replied: Callable[[], None] = lambda: None
+    timeline: _EventFile,
+    *,
+    asynchronous: bool = False,
+    replied: Callable[[], None] = lambda: None,
+    before_request: Callable[[], None] = lambda: None,
 ) -> Any:
     """The child client's transport: it notes when a streamed reply was read to its end.
 
@@ -198,6 +202,12 @@ def _delivery_receipts(
         async def aclose(self) -> None:
             await self._inner.aclose()
 
+    def sending(request: Any) -> None:
+        # A generation request: in the crash-free run, one that carries a tool's error the
+        # agent did not get past to the model ends the plan (PlanInfeasible), as in memory mode.
+        if request.method == "POST" and request.url.path.rstrip("/").endswith("/v1/messages"):
+            before_request()
+
     def answered(request: Any, response: Any) -> None:
         # A model reply: the tool calls after it are a new batch (the parent's injector,
         # which serves the model, resets its own count; this child's counts the calls).
@@ -206,6 +216,7 @@ def _delivery_receipts(
 
     class Transport(httpx2.HTTPTransport):
         def handle_request(self, request: Any) -> Any:
+            sending(request)
             response = super().handle_request(request)
             answered(request, response)
             if response.headers.get("content-type", "").startswith("text/event-stream"):
@@ -214,6 +225,7 @@ def _delivery_receipts(
 
     class AsyncTransport(httpx2.AsyncHTTPTransport):
         async def handle_async_request(self, request: Any) -> Any:
+            sending(request)
             response = await super().handle_async_request(request)
             answered(request, response)
             if response.headers.get("content-type", "").startswith("text/event-stream"):
@@ -258,7 +270,9 @@ def _child_main(spec: dict[str, Any]) -> None:
             api_key=FAKE_API_KEY,
             base_url=spec["base_url"],
             http_client=anthropic.DefaultAsyncHttpxClient(
-                transport=_delivery_receipts(timeline, asynchronous=True, replied=injector.model_replied)
+                transport=_delivery_receipts(
+                    timeline, asynchronous=True, replied=injector.model_replied, before_request=injector.model_request_sent
+                )
             ),
         )
     else:
@@ -266,7 +280,9 @@ def _child_main(spec: dict[str, Any]) -> None:
             api_key=FAKE_API_KEY,
             base_url=spec["base_url"],
             http_client=anthropic.DefaultHttpxClient(
-                transport=_delivery_receipts(timeline, replied=injector.model_replied)
+                transport=_delivery_receipts(
+                    timeline, replied=injector.model_replied, before_request=injector.model_request_sent
+                )
             ),
         )
     try:
@@ -279,6 +295,12 @@ def _child_main(spec: dict[str, Any]) -> None:
         timeline.line({"result": "infeasible", "detail": str(exc)})
         os._exit(3)
     except BaseException as exc:
+        unanswered = injector.unanswered_tool_error()
+        if unanswered is not None and not isinstance(exc, Crash):
+            # The crash-free run: the agent gave up on a tool's error (its retries ran out).
+            detail = f"{unanswered} (the agent then raised {type(exc).__name__}: {exc})"
+            timeline.line({"result": "infeasible", "detail": detail})
+            os._exit(3)
         timeline.line({"result": "error", "detail": f"{type(exc).__name__}: {exc}"})
         os._exit(1)
     timeline.line({"result": "answer", "answer": answer})

@@ -179,6 +179,11 @@ class FuzzReport:
                 "; every single-crash point of each plan was checked "
                 f"({self.single_crash_points} points over {self.plans} plan(s))"
             )
+        if stats.plans_discarded:
+            text += (
+                f"; {stats.plans_discarded} drawn scenario(s) discarded: their plan failed without a "
+                "fault (a tool's error the agent sent on to the model, or gave up on)"
+            )
         return text
 
     def __str__(self) -> str:
@@ -201,6 +206,10 @@ class FuzzStats(Totals):
     resumes: int = 0
     requests_validated: int = 0
     effects_checked: int = 0
+    #: Scenarios not run because their plan failed crash-free: a tool's error the agent
+    #: sent on to the model, or gave up on (an outside round's worker lost every plan
+    #: that sent, and the report did not say).
+    plans_discarded: int = 0
     violations: Counter[str] = field(default_factory=Counter)
     unsafe_tools: set[str] = field(default_factory=set)
     #: Distinct failures raised by ``fuzz`` ("oracle: shrunk scenario"), and those of them
@@ -400,6 +409,7 @@ def _fuzz_with(
         verdict = _evaluate(executor, plan, faults, budget)
         if verdict.outcome.infeasible is not None:
             infeasible[:] = [verdict.outcome.infeasible]
+            local.plans_discarded += 1
             reject()
         _count(local, verdict.outcome, verdict.violations)
         progress.tick(local.scenarios, local.crashes, sum(local.violations.values()))
@@ -445,6 +455,7 @@ def _fuzz_with(
         _, clean = executor.baseline(plan)
         if clean.infeasible is not None:
             infeasible[:] = [clean.infeasible]
+            local.plans_discarded += 1
             reject()
         plans_checked.add(canonical(plan.to_dict()))
         progress.plans += 1
@@ -492,8 +503,9 @@ def _fuzz_with(
                 test()
             except Unsatisfiable:
                 raise ValueError(
-                    "fuzz: almost every plan drawn over these tools failed without any fault, so "
-                    f"there is nothing to crash: {infeasible[0] if infeasible else 'tool errors'}. "
+                    "fuzz: almost every plan drawn over these tools failed without any fault (a "
+                    "tool's error the agent sent on to the model, or gave up on), so there is "
+                    f"nothing to crash: {infeasible[0] if infeasible else 'tool errors'}. "
                     "Give the tools inputs they accept (tighter input_schema: enum, pattern) or "
                     "pass plans= that work"
                 ) from None

@@ -179,12 +179,24 @@ DEFAULT_FAULT_KINDS: tuple[str, ...] = tuple(k for k in FAULT_KINDS if k not in 
 :data:`OPT_IN_FAULT_KINDS`. Add one with ``fault_kinds=[*DEFAULT_FAULT_KINDS, "max_tokens"]``."""
 
 
-class PlanInfeasible(SystemExit):
-    """A tool answered an error in a crash-free run: the plan cannot be carried out.
+def _input_key(input: Mapping[str, Any]) -> str:
+    """A tool call's input as one comparable string (its canonical JSON)."""
+    try:
+        return json.dumps(input, sort_keys=True, default=repr)
+    except (TypeError, ValueError):
+        return repr(input)
 
-    The scripted model retries a failed call for ever, so such a plan says nothing about
-    resume; the harness discards it (a ``SystemExit``, as :class:`Crash`: the agent's
-    ``except Exception`` cannot catch it, and asyncio lets it through the event loop).
+
+class PlanInfeasible(SystemExit):
+    """A tool answered an error in a crash-free run and the agent did not get past it:
+    the plan cannot be carried out.
+
+    Raised when the agent sends the error on to the model, or gives up (raises) with the
+    error unanswered: the scripted model retries a failed call for ever, so such a plan
+    says nothing about resume; the harness discards it (a ``SystemExit``, as
+    :class:`Crash`: the agent's ``except Exception`` cannot catch it, and asyncio lets it
+    through the event loop). An error the agent's own retry gets past (the same call
+    again, answered) is no reason: the plan goes on, and is fuzzed like any other.
     """
 
 
@@ -724,8 +736,11 @@ class FaultInjector:
         #: Where API faults go: the fake API's ``fail_next`` (set by the harness), called
         #: with the kind and ``mid_reply`` (cut a stream in the middle of the reply).
         self.api_sink: Callable[..., None] | None = None
-        #: Stop at the first tool error (the crash-free run of a plan).
+        #: Stop at a tool error the agent does not get past (the crash-free run of a plan).
         self.strict_tools = False
+        #: Tool errors of a strict run not yet answered by the same call succeeding:
+        #: (tool, input) -> what the tool answered.
+        self._tool_errors: dict[tuple[str, str], str] = {}
         #: Called with the crash before it is raised (process mode kills the process).
         self.on_crash: Callable[[Crash], None] | None = None
         #: The crash that ended the current attempt, if one did.
@@ -802,6 +817,7 @@ class FaultInjector:
             self._model_response(body, index)
 
     def _model_request(self, body: Any, exchange: int | None = None) -> None:
+        self.model_request_sent()
         with self._lock:
             messages = body.get("messages", []) if isinstance(body, dict) else []
             self._request_index += 1
@@ -955,10 +971,32 @@ class FaultInjector:
         ``server_tool_use`` run as a client tool), not a plan that cannot be carried out:
         the run goes on, and the oracles judge what the agent does with the error.
         """
+        call = (tool, _input_key(input))
         if getattr(result, "is_error", False):
             self.timeline.add("tool_error", tool=tool, input=dict(input), content=getattr(result, "content", ""))
             if self.strict_tools and known:
-                raise PlanInfeasible(f"tool {tool} answered an error: {getattr(result, 'content', '')}")
+                # Not yet: the agent's own retry may get past it (an outside round's queue
+                # worker retried a flaky send with tenacity, and every plan that sent was
+                # discarded). It is decided at the next model request, or when the agent
+                # gives up (unanswered_tool_error).
+                with self._lock:
+                    self._tool_errors[call] = f"tool {tool} answered an error: {getattr(result, 'content', '')}"
+        elif self._tool_errors:
+            with self._lock:
+                self._tool_errors.pop(call, None)
+
+    def unanswered_tool_error(self) -> str | None:
+        """In a strict run, a tool error no later call of the same tool and input got past."""
+        with self._lock:
+            return next(iter(self._tool_errors.values()), None) if self.strict_tools else None
+
+    def model_request_sent(self) -> None:
+        """A generation request is on its way: in a strict run, one that follows a tool error
+        the agent did not get past carries it to the model, which would ask again for ever
+        (:class:`PlanInfeasible`)."""
+        unanswered = self.unanswered_tool_error()
+        if unanswered is not None:
+            raise PlanInfeasible(unanswered)
 
     def effect_performed(self, tool: str, input: Mapping[str, Any], key: str | None, fresh: bool) -> None:
         """The tool's function ran; ``fresh`` is False when the World replayed a key."""
