@@ -30,6 +30,13 @@ class ConflictError(StoreError):
 
     Nothing was written. Another worker owns the task (or wrote first): reload, decide,
     and save again, or stop.
+
+    ``actual`` is the version stored, or ``None`` when no checkpoint is stored; a store
+    whose refused create does not tell it the version (a conditional write, an insert
+    that hit the unique key) passes ``None`` too, and the message says it was not read.
+
+    >>> str(ConflictError("t", 0, None)).split(":")[0]
+    "checkpoint 't' already exists (its version was not read); expected none"
     """
 
     def __init__(self, task_id: str, expected: int, actual: int | None) -> None:
@@ -38,7 +45,11 @@ class ConflictError(StoreError):
         self.actual = actual
         found = "no checkpoint" if actual is None else f"version {actual}"
         if expected == 0:
+            # A create refused: a checkpoint is there, whatever actual says.
+            found = "its version was not read" if actual is None else found
             msg = f"checkpoint {task_id!r} already exists ({found}); expected none"
+        elif actual is None:
+            msg = f"checkpoint {task_id!r} is not stored (deleted, or never saved), expected version {expected}"
         else:
             msg = f"checkpoint {task_id!r} is at {found}, expected version {expected}"
         super().__init__(msg + ": another writer saved first; reload before saving again")

@@ -359,3 +359,13 @@ def test_a_head_the_plain_check_passes_is_one_the_schema_accepts(
         return  # the encoder refuses it before any check
     if _plainly_valid(cp):
         Checkpoint.__pydantic_validator__.validate_json(head)
+
+
+def test_a_refused_create_whose_version_was_not_read_does_not_say_no_checkpoint() -> None:
+    # An outside round's store passed None for the version it could not read (an insert
+    # that hit the unique key): the message said "already exists (no checkpoint)".
+    from stores import ConflictError
+
+    assert "already exists (its version was not read)" in str(ConflictError("t", 0, None))
+    assert "already exists (version 3)" in str(ConflictError("t", 0, 3))
+    assert "is not stored (deleted, or never saved), expected version 2" in str(ConflictError("t", 2, None))
