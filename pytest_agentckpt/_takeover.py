@@ -89,13 +89,19 @@ class TakeoverStats:
     #: Points where worker B waited ``wait`` seconds on something worker A held while
     #: paused: not checkable in one process (see :func:`takeover`).
     blocked: int = 0
+    #: Drawn plans left out because they failed without a fault (a tool's error the agent
+    #: sent on to the model, or gave up on).
+    discarded: int = 0
 
     def summary(self) -> str:
         text = (
             f"takeover: {self.points} points of {self.plans} plan(s), {self.passed} passed, "
             f"{self.failed} failed, {self.unreached} not reached"
         )
-        return text + (f", {self.blocked} not checkable (worker B blocked)" if self.blocked else "")
+        text += f", {self.blocked} not checkable (worker B blocked)" if self.blocked else ""
+        return text + (
+            f"; {self.discarded} drawn plan(s) left out: they failed without a fault" if self.discarded else ""
+        )
 
 
 @dataclass
@@ -267,9 +273,15 @@ def takeover(
     unsafe: dict[tuple[str, str], UnsafeTool] = {}
     try:
         chosen = list(plans) if plans is not None else _draw_plans(tools, examples, seed)
+        last_infeasible = ""
         for plan in chosen:
             baseline, clean = executor.baseline(plan)
             if clean.infeasible is not None:
+                if plans is None:
+                    # A drawn plan whose tool failed for its inputs: left out, as fuzz does.
+                    stats.discarded += 1
+                    last_infeasible = clean.infeasible
+                    continue
                 raise ValueError(f"takeover: the plan cannot run without faults: {clean.infeasible}")
             if not clean.completed:
                 raise ValueError(
@@ -327,6 +339,12 @@ def takeover(
                 _warn_blocked(blocked, wait, stats.blocked - blocked_before)
             if failures:
                 raise TakeoverFailure(_report(plan, failures, stats))
+        if chosen and stats.plans == 0:
+            raise ValueError(
+                f"takeover: every one of the {len(chosen)} plans drawn over these tools failed without a "
+                f"fault, so there is nothing to take over: {last_infeasible}. Give the tools inputs they "
+                "accept (tighter input_schema: enum, pattern) or pass plans= that work"
+            )
     finally:
         executor.close()
     if unsafe:

@@ -142,3 +142,18 @@ plain_run = _agent(retry=False)
 
 def flaky_tools() -> Toolbox:
     return Toolbox([search, flaky_write])
+
+
+def test_takeover_leaves_out_drawn_plans_that_fail_without_a_fault_and_says_so() -> None:
+    # The writing plans fail crash-free (the agent hands the error to the model); the
+    # searching ones are taken over. Before, the first failing plan raised ValueError.
+    stats = takeover(_agent(retry=False), Toolbox([search, flaky_write]), examples=6, seed=3)
+    assert stats.discarded > 0 and stats.plans == 6 - stats.discarded and stats.plans > 0, stats.summary()
+    assert f"{stats.discarded} drawn plan(s) left out" in stats.summary()
+    with pytest.raises(ValueError, match="every one of the 2 plans drawn over these tools failed"):
+        takeover(_agent(retry=False), Toolbox([broken_write]), examples=2, seed=3)
+    with pytest.raises(ValueError, match="the plan cannot run without faults"):
+        takeover(_agent(retry=False), Toolbox([search, broken_write]), plans=[_BROKEN])
+
+
+_BROKEN = Plan((Step((ToolCall("broken_write", {"key": "a"}),)),), "done")
