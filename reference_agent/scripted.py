@@ -446,6 +446,7 @@ class PlanModel:
                 tuple[int, frozenset[int], frozenset[int]] | None,
                 set[tuple[int, int]],
                 dict[tuple[int, int], tuple[int, Any]],
+                dict[int, int],
             ]
             | None
         ) = None
@@ -554,7 +555,7 @@ class PlanModel:
         scanned = self._scanned
         self._scanned = None  # until this scan completes
         if resume and scanned is not None and type(messages) is list:
-            known, class_of_use, succeeded, next_attempt, latest, won, failed = scanned
+            known, class_of_use, succeeded, next_attempt, latest, won, failed, foreign = scanned
             n = len(known)
             if len(messages) >= n and (messages[:n] if len(messages) > n else messages) == known:
                 start = n
@@ -569,6 +570,10 @@ class PlanModel:
             won = set()
             # Per planned call: how many error results answered its uses, and the last.
             failed = {}
+            # Per class of planned call: its uses under ids not ours (an agent that replays
+            # a journal may write the calls back under ids of its own, which the API
+            # accepts). Each is an ask: the next asks for that call get a later attempt.
+            foreign = {}
         ids = self._ids
         class_by_key = self._class_by_key
         final = (len(self._steps), 0)
@@ -621,6 +626,8 @@ class PlanModel:
                         cls = class_by_key.get(
                             (str(block.get("name")), _canonical(block.get("input"))), -1
                         )
+                        if parsed is None and cls >= 0:
+                            foreign[cls] = foreign.get(cls, 0) + 1
                     class_of_use[block_id] = (cls, s_c)
                 if asked and all(step == asked[0][0] for step, _ in asked):
                     latest = (asked[0][0], frozenset(c for _, c in asked), later)
@@ -648,6 +655,7 @@ class PlanModel:
                 latest,
                 set(won),
                 dict(failed),
+                dict(foreign),
             )
         model = self.model or str(request.get("model") or DEFAULT_MODEL)
         # With thinking enabled, a reply starts with a signed thinking block, as Claude's
@@ -745,7 +753,8 @@ class PlanModel:
             for n, (c, call) in enumerate(chosen):
                 if n == 1 and between is not None:
                     blocks.append(between)
-                block_id = self._fresh(f"toolu_{self._prefix}s{s}c{c}a{next_attempt.get((s, c), 0)}{suffix}")
+                attempt = max(next_attempt.get((s, c), 0), foreign.get(self._calls[(s, c)][1], 0))
+                block_id = self._fresh(f"toolu_{self._prefix}s{s}c{c}a{attempt}{suffix}")
                 blocks.append(_tool_use(block_id, call))
                 size += self._use_len[(s, c)] + len(block_id) + 1
             return _message(
