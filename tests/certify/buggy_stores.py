@@ -1493,6 +1493,19 @@ def make_outage_on_long_ids(namespace: str) -> OutageOnLongIdsStore:
     return OutageOnLongIdsStore(_root("outage-on-long-ids", namespace))
 
 
+def _check_then_write(store: DirectoryStore, checkpoint: Checkpoint, stored: int | None, *, lock: bool = True) -> Checkpoint:
+    """Save ``checkpoint`` over the version ``stored`` read before, the window between the
+    check and the write widened; the write under the store's lock unless ``lock`` is
+    false (the caller holds it). What the planted stores below leave unguarded."""
+    if (stored or 0) != checkpoint.version:
+        raise ConflictError(checkpoint.task_id, checkpoint.version, stored)
+    time.sleep(0.005)  # the window between the check and the write, widened
+    saved = checkpoint.model_copy(update={"version": checkpoint.version + 1, "updated_at": utcnow()})
+    with store._locked(exclusive=True) if lock else contextlib.nullcontext():
+        store._write(checkpoint.task_id, store._encode(saved))
+    return store._decode(checkpoint.task_id, store._encode(saved))
+
+
 class GuardsMessagesStore(DirectoryStore):
     """Locks a save only when it adds messages (an outside round's Redis store watched the
     message list, not the record holding the version): saves that change the metadata
@@ -1504,13 +1517,7 @@ class GuardsMessagesStore(DirectoryStore):
         stored = None if data is None else self._decode(checkpoint.task_id, data)
         if stored is None or len(checkpoint.messages) > len(stored.messages):
             return super().save(checkpoint)
-        if stored.version != checkpoint.version:
-            raise ConflictError(checkpoint.task_id, checkpoint.version, stored.version)
-        time.sleep(0.005)  # the window between the check and the write, widened
-        saved = checkpoint.model_copy(update={"version": checkpoint.version + 1, "updated_at": utcnow()})
-        with self._locked(exclusive=True):
-            self._write(checkpoint.task_id, self._encode(saved))
-        return self._decode(checkpoint.task_id, self._encode(saved))
+        return _check_then_write(self, checkpoint, stored.version)
 
 
 def make_guards_messages(namespace: str) -> GuardsMessagesStore:
@@ -1530,13 +1537,7 @@ class ProcessLocalMetadataStore(DirectoryStore):
             stored = None if data is None else self._decode(checkpoint.task_id, data)
             if stored is None or len(checkpoint.messages) != len(stored.messages):
                 return super().save(checkpoint)
-            if stored.version != checkpoint.version:
-                raise ConflictError(checkpoint.task_id, checkpoint.version, stored.version)
-            time.sleep(0.005)  # the window between the check and the write, widened
-            saved = checkpoint.model_copy(update={"version": checkpoint.version + 1, "updated_at": utcnow()})
-            with self._locked(exclusive=True):
-                self._write(checkpoint.task_id, self._encode(saved))
-        return self._decode(checkpoint.task_id, self._encode(saved))
+            return _check_then_write(self, checkpoint, stored.version)
 
 
 def make_process_local_metadata(namespace: str) -> ProcessLocalMetadataStore:
@@ -1568,16 +1569,10 @@ class UnlockedDeleteStore(DirectoryStore):
     write is undone by the write: the deleted task comes back."""
 
     def save(self, checkpoint: Checkpoint) -> Checkpoint:
-        task_id = checkpoint.task_id
         with self._locked(exclusive=True):
-            data = self._read(task_id)
-            stored = None if data is None else self._decode(task_id, data).version
-            if (stored or 0) != checkpoint.version:
-                raise ConflictError(task_id, checkpoint.version, stored)
-            time.sleep(0.005)  # the window between the check and the write, widened
-            saved = checkpoint.model_copy(update={"version": checkpoint.version + 1, "updated_at": utcnow()})
-            self._write(task_id, self._encode(saved))
-        return self._decode(task_id, self._encode(saved))
+            data = self._read(checkpoint.task_id)
+            stored = None if data is None else self._decode(checkpoint.task_id, data).version
+            return _check_then_write(self, checkpoint, stored, lock=False)
 
     def delete(self, task_id: str) -> None:
         with contextlib.suppress(FileNotFoundError):
