@@ -29,6 +29,10 @@ The oracles:
   save with a version it did not hold (an upsert): the finished task is running again;
 - ``stops_after_conflict``: after its first lost compare-and-set, A makes no model call
   and no irreversible tool call: the task is someone else's now;
+- a stateless step worker (it loads the task at each step and saves with the version it
+  loaded) that wakes mid-run goes on from B's checkpoint: that is no lost update (B's
+  history is the start of A's, and all A adds was asked for after its load), and then B,
+  stale, must not perform an irreversible effect it had not recorded before its pause;
 - ``valid_sequence`` and ``same_answer``, as in :func:`~pytest_agentckpt.fuzz`, for the
   requests of both workers and B's answer;
 - ``worker_hung``: worker A neither reached its point nor returned, or did not return
@@ -687,10 +691,18 @@ def _wake_a_while_b_runs(
     _a_ended(timeline, outcome_a, answer_a)
     after = _stored(executor, store.task_id)
     changed = [w for w in [*writes, after] if w != taken_over]
-    if changed:
+    # A worker that loads the task afresh at each step and saves with the version it
+    # loaded (a stateless step worker) goes on from B's checkpoint: no lost update, and
+    # then B, stale, is the one that must stop before it acts (an outside round's agent).
+    went_on_from_b = bool(changed) and _built_on(taken_over, changed, timeline, woken)
+    if changed and not went_on_from_b:
         result.violations.append(_lost_update(taken_over, changed[0], timeline, woken, running=True))
-    result.violations += _went_on(timeline, executor.flags, woken)
-    b_attempts.add(timeline.start_attempt("worker B goes on"))
+    if not went_on_from_b:
+        # (One that went on from B's checkpoint after a conflict retried from the newer
+        # state, as optimistic concurrency does: the stale one is B now.)
+        result.violations += _went_on(timeline, executor.flags, woken)
+    going_on = timeline.start_attempt("worker B goes on")
+    b_attempts.add(going_on)
     injector.attempt_started()
     store.go_on.set()
     thread_b.join(wait)
@@ -700,8 +712,84 @@ def _wake_a_while_b_runs(
         )
     elif raised_b:
         raise raised_b[0]
+    if went_on_from_b:
+        result.violations += _stale_b_acted(timeline, executor.flags, going_on, taken_over)
+        if answer_a and after is not None and after.get("status") == "completed":
+            # A finished the task, and B, stale, stood down: the task's answer is A's.
+            result.answer, result.answered = answer_a[0], True
     result.violations += valid_sequence(timeline, validate_messages, error_type=InvalidHistoryError)
     return result
+
+
+def _built_on(
+    taken_over: dict[str, Any] | None, changed: list[dict[str, Any] | None], timeline: Timeline, woken: int
+) -> bool:
+    """Whether every checkpoint worker A left after waking goes on from the one B left:
+    B's history is the start of A's, A's iteration is not behind, A loaded the task
+    before its first save of the attempt, and what A's history adds was asked for after
+    that load: each ``tool_use`` in it, and no more replies than the model gave since
+    (nothing from before its pause merged in). A worker that loads the newer version
+    after a ConflictError and saves its own state on top fails the first: B's history is
+    not the start of its own."""
+    if taken_over is None or any(w is None for w in changed):
+        return False
+    events = [e for e in timeline.events if e.attempt == woken]
+    load = next((e for e in events if e.kind == "store_load" and e.data.get("found")), None)
+    first_save = next((e for e in events if e.kind == "store_save"), None)
+    if load is None or (first_save is not None and first_save.seq < load.seq):
+        return False
+    replies = [e for e in events if e.kind == "model_response" and e.seq > load.seq]
+    asked = {str(tool_use_id) for e in replies for tool_use_id, _name, _input in e.data.get("tool_uses", ())}
+    theirs = list(taken_over.get("messages") or [])
+    for written in changed:
+        assert written is not None
+        mine = list(written.get("messages") or [])
+        if mine[: len(theirs)] != theirs or (written.get("iteration") or 0) < (taken_over.get("iteration") or 0):
+            return False
+        added = [m for m in mine[len(theirs) :] if isinstance(m, dict)]
+        if sum(m.get("role") == "assistant" for m in added) > len(replies):
+            return False
+        for message in added:
+            content = message.get("content")
+            for block in content if isinstance(content, list) else ():
+                if isinstance(block, dict) and block.get("type") == "tool_use" and str(block.get("id")) not in asked:
+                    return False
+    return True
+
+
+def _stale_b_acted(
+    timeline: Timeline, flags: Mapping[str, ToolFlags], going_on: int, taken_over: dict[str, Any] | None
+) -> list[Violation]:
+    """Worker A went on with the task from B's checkpoint while B was paused: B, going on
+    from its own state, must not perform an irreversible effect it had not recorded (its
+    next save of the task must conflict first: the intent saved before the call). One
+    whose intent B saved before it paused was B's to make: A found the intent, and
+    settles it as a resume does."""
+    recorded = [
+        (action.get("tool_name"), canonical(action.get("input")))
+        for action in (taken_over or {}).get("actions") or ()
+        if isinstance(action, dict) and action.get("result") is None
+    ]
+    # A call a key makes harmless (the world replayed it) is no action: only effects.
+    acted = [
+        e
+        for e in timeline.of("effect")
+        if e.attempt == going_on
+        and _changes(flags.get(str(e.data.get("tool"))), e.data.get("input"))
+        and (e.data.get("tool"), canonical(e.data.get("input"))) not in recorded
+    ]
+    if not acted:
+        return []
+    return [
+        Violation(
+            "stops_after_conflict",
+            f"worker A, woken up, went on with the task from the checkpoint worker B had saved "
+            f"(it loaded it and saved over it with its version: fine); then worker B, going on "
+            f"from its own state, performed {acted[0].data.get('tool')} ({len(acted)} irreversible "
+            "effect(s)): both workers acted on the task. Save the intent of each irreversible "
+            "call before making it: the stale worker's save then conflicts, and it stops",
+        )
+    ]
 
 
 def _lost_update(
