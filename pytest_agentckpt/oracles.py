@@ -1138,6 +1138,18 @@ def _plain_answer_of_unrun_call(
                 f"result that is not an error ({_cut(_result_text(block.get('content')), 100)}) "
                 f"although {tool} never ran for it, so the model took the call for done."
             )
+            cut = _cut_reply(timeline, asked_at.get(use_id, -1))
+            if cut is not None:
+                # An outside round's streaming agent kept a reply a dropped connection cut,
+                # and ran the call with the part of its input that had come.
+                return (
+                    f"{said} The reply that asked for it was cut short ({cut} on model request "
+                    "#" + str(_request_of(timeline, asked_at.get(use_id, -1))) + "): the agent "
+                    "kept the part of the reply that had come as if it were whole, and ran a "
+                    "call whose input was cut (another input, so not this call). A stream that "
+                    "ends without its message_stop event is no reply: ask again (the SDK's "
+                    "get_final_message() raises for it), never run its calls"
+                )
             if any(asked_at.get(use_id, -1) < end < event.seq for end in ends):
                 return (
                     f"{said} If the agent could not know the outcome (a crash after the intent "
@@ -1173,6 +1185,26 @@ def _plain_answer_of_unrun_call(
                 "before the task counts as done (a task saved completed with entries left must "
                 "still dispatch them)."
             )
+    return None
+
+
+def _request_of(timeline: Timeline, response_seq: int) -> Any:
+    """The request index of the model response at ``response_seq``."""
+    event = timeline.events[response_seq] if 0 <= response_seq < len(timeline.events) else None
+    return None if event is None else event.data.get("index")
+
+
+def _cut_reply(timeline: Timeline, response_seq: int) -> str | None:
+    """The stream fault that cut the reply at ``response_seq`` (the model response that
+    asked for a call), if one did: its kind."""
+    from .faults import STREAM_FAULT_KINDS
+
+    index = _request_of(timeline, response_seq)
+    if index is None:
+        return None
+    for event in timeline.of("api_fault"):
+        if event.data.get("index") == index and event.data.get("fault") in STREAM_FAULT_KINDS:
+            return str(event.data.get("fault"))
     return None
 
 

@@ -236,3 +236,24 @@ def test_an_action_lost_where_a_crash_and_an_api_fault_both_came_names_both() ->
         )
     message = str(caught.value)
     assert "an action was lost across the faults (a crash, and an API or store fault)" in message, message
+
+
+def test_a_call_run_from_a_cut_stream_is_told_so_not_blamed_on_an_outbox() -> None:
+    # An outside round's streaming agent kept a reply a dropped connection cut, ran its bulk
+    # send with the part of the input that had come (another input: the asked-for call
+    # never ran) and answered it: the report spoke of an outbox the agent does not have.
+    from pytest_agentckpt.oracles import _plain_answer_of_unrun_call, canonical
+    from pytest_agentckpt.timeline import Timeline
+
+    asked = {"recipients": ["bob"], "body": "invoice"}
+    timeline = Timeline()
+    timeline.start_attempt()
+    timeline.add("model_request", index=1, messages=[{"role": "user", "content": "go"}])
+    timeline.add("api_fault", fault="stream_disconnect", index=1)
+    timeline.add("model_response", index=1, status=200, tool_uses=[("toolu_s0c0a0", "send_bulk", asked)])
+    timeline.add("tool_call", tool="send_bulk", input={"body": "invoice"}, key=None)
+    timeline.add("model_request", index=2, messages=[{"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_s0c0a0", "content": "sent to "}]}])
+    said = _plain_answer_of_unrun_call(timeline, "send_bulk", canonical(asked), [(None, "go", "toolu_s0c0a0")])
+    assert said is not None
+    assert "cut short (stream_disconnect on model request #1)" in said and "outbox" not in said, said
