@@ -532,7 +532,7 @@ def _evaluate_once(executor: _Executor, plan: Plan, faults: FaultPlan, budget: i
     outcome = executor.execute(plan, faults) if clean.reaches(faults) else clean
     violations, unsafe, not_checkable = _judge(outcome, baseline, executor.flags, budget, ignored)
     violations = [v for v in violations if v.oracle not in ignored]
-    advice = give_up_advice(outcome.main()) + resume_drift_advice(outcome.main(), baseline.timeline)
+    advice = give_up_advice(outcome.main(), executor.flags) + resume_drift_advice(outcome.main(), baseline.timeline)
     if violations:
         # What explains them comes first: a resume that went on from a stale checkpoint, or
         # an agent's own storage written while an in-process crash unwound.

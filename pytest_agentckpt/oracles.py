@@ -1278,7 +1278,7 @@ def _answers_with_error(request: Event, block: Mapping[str, Any], tool: str) -> 
     return False
 
 
-def give_up_advice(timeline: Timeline) -> list[Advice]:
+def give_up_advice(timeline: Timeline, tools: Mapping[str, ToolFlags] | None = None) -> list[Advice]:
     """Advice for an agent that gave up on a store fault while an outcome was unrecorded.
 
     Stopping is legitimate (the effect is then in doubt, not a bug), but a transient
@@ -1314,13 +1314,15 @@ def give_up_advice(timeline: Timeline) -> list[Advice]:
         ):
             names = ", ".join(dict.fromkeys(f"{e.data['tool']}({_short(e.data['input'], 40)})" for e in pending))
             # A call made with an idempotency key is not in doubt: a resume sends it again
-            # under the same key, and the tool drops the repeat.
-            keyed = all(e.data.get("key") is not None for e in pending)
-            then = (
-                "the resume sends it again with its idempotency key, and the tool drops the repeat"
-                if keyed
-                else "the action is then in doubt on resume"
-            )
+            # under the same key, and the tool drops the repeat. Nor is a repeat-safe one
+            # (an outside round's status update, sent with no key, was told about its key).
+            kinds = [_kind_of(tools, e) for e in pending]
+            if all(kind == "repeat-safe" for kind in kinds):
+                then = "the resume makes it again, and a repeat of it has no second effect"
+            elif all(kind == "repeat-safe" or e.data.get("key") is not None for kind, e in zip(kinds, pending, strict=True)):
+                then = "the resume sends it again with its idempotency key, and the tool drops the repeat"
+            else:
+                then = "the action is then in doubt on resume"
             advice.append(
                 Advice(
                     "store_give_up",
@@ -1332,6 +1334,12 @@ def give_up_advice(timeline: Timeline) -> list[Advice]:
             )
             pending, failed_write = [], False
     return advice
+
+
+def _kind_of(tools: Mapping[str, ToolFlags] | None, effect: Event) -> str | None:
+    """The kind of the tool an effect was of, for its input, if the tools are known."""
+    flags = None if tools is None else tools.get(str(effect.data.get("tool")))
+    return None if flags is None else flags.for_input(effect.data.get("input")).kind
 
 
 def unwinding_advice(timeline: Timeline) -> list[Advice]:

@@ -53,6 +53,20 @@ def test_a_keyed_call_left_unrecorded_is_not_called_in_doubt() -> None:
     assert "same key" not in advice[0].message and "its idempotency key" in advice[0].message
 
 
+def test_a_repeat_safe_call_left_unrecorded_is_not_told_about_a_key() -> None:
+    # An outside round's status update (repeat-safe, sent with a key it ignores) was told
+    # that the resume sends it again with its idempotency key and the tool drops the repeat.
+    from pytest_agentckpt.oracles import ToolFlags
+
+    timeline = _gave_up_on_a_failed_write(saved_before_the_effect=True, key="t-toolu_1")
+    advice = give_up_advice(timeline, {"send": ToolFlags(True, False, repeat_safe=True)})
+    assert "a repeat of it has no second effect" in advice[0].message
+    assert "idempotency key" not in advice[0].message and "in doubt" not in advice[0].message
+    # Unkeyed, it is in doubt; keyed, the key drops the repeat (as without the tools' kinds).
+    assert "in doubt" in give_up_advice(
+        _gave_up_on_a_failed_write(saved_before_the_effect=True), {"send": ToolFlags(True, False)})[0].message
+
+
 def test_it_is_not_called_allowed_when_nothing_of_the_call_was_saved_before_it_ran() -> None:
     # An agent that saves only after its tools ran: the failed write was the first, and a
     # resume cannot know the effect is in doubt. The verdict says what to do.
