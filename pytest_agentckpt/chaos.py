@@ -479,7 +479,9 @@ class ChaosTest:
                 "resumed the task the first run left; chaos mode needs a fresh, empty store for "
                 "each run"
                 if held is not None
-                else "the test does not repeat itself (a fixture of wider than function scope, or randomness?)"
+                else "the test does not repeat itself (a fixture of wider than function scope, "
+                "randomness, or state the agent keeps outside the store that outlives a run: a "
+                "cache file, a module-level dict, which the rerun finds and goes on from?)"
             )
             result.violations.append(
                 Violation(
