@@ -595,6 +595,7 @@ def no_duplicate_effect(
                     f"model asked for it {asked} time(s) (crash-free run: {expected}): the agent "
                     + (
                         "repeated an action of its own, one the model never asked for. "
+                        + _split_hint(tool, raw_input, asks)
                         if asked == 0
                         else "repeated an action the model asked for once. "
                         if asked == 1
@@ -635,6 +636,20 @@ def no_duplicate_effect(
         elif completed and n < expected:
             violations.append(_lost(tool, raw_input, done, n, expected, timeline, asks.get(key, set()), baseline))
     return violations, unsafe
+
+
+def _split_hint(tool: str, raw_input: str, asks: Mapping[tuple[str, str], Any]) -> str:
+    """For an effect the model never asked for, of a tool it did ask for with another
+    input: the agent made the call itself, as an agent that splits a call into parts does
+    (an outside round's bulk sender, one call per recipient, read "asked for it 0 times")."""
+    other = next((json.loads(raw) for name, raw in asks if name == tool and raw != raw_input), None)
+    if other is None:
+        return ""
+    return (
+        f"The model asked for {tool} with another input ({_short(other)}): a call the agent "
+        "makes itself (a part of one it split into several, say) is judged on its own, and "
+        "needs its own key, or its own record saved before it runs. "
+    )
 
 
 def _asks(timeline: Timeline) -> dict[tuple[str, str], set[tuple[Any, str, str]]]:

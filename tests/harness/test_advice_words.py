@@ -271,3 +271,22 @@ def test_a_call_run_from_a_cut_stream_is_told_so_not_blamed_on_an_outbox() -> No
     said = _plain_answer_of_unrun_call(timeline, "send_bulk", canonical(asked), [(None, "go", "toolu_s0c0a0")])
     assert said is not None
     assert "cut short (stream_disconnect on model request #1)" in said and "outbox" not in said, said
+
+
+def test_a_call_split_into_parts_is_told_the_model_asked_for_the_whole() -> None:
+    # An outside round's bulk sender made one call per recipient of the model's one call:
+    # "asked for it 0 times" read as though the agent had made the call up.
+    from collections import Counter
+
+    from pytest_agentckpt.oracles import Baseline, ToolFlags, canonical, no_duplicate_effect
+
+    whole, part = {"to": ["ann", "bob"]}, {"to": ["ann"]}
+    timeline = Timeline()
+    timeline.start_attempt()
+    timeline.add("model_response", index=1, status=200, tool_uses=[("toolu_s0c0a0", "send", whole)])
+    timeline.add("effect", tool="send", input=part, key=None)
+    timeline.add("effect", tool="send", input=part, key=None)
+    baseline = Baseline(answer="done", effects=Counter({("send", canonical(part)): 1}), model_turns=1, timeline=Timeline())
+    violations, _unsafe = no_duplicate_effect(timeline, baseline, {"send": ToolFlags(True, False)}, completed=True)
+    assert "asked for it 0 time(s)" in violations[0].message
+    assert 'The model asked for send with another input ({"to":["ann","bob"]})' in violations[0].message
