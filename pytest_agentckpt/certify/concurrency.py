@@ -465,7 +465,10 @@ def run_delete_race(
             break
         task_id = task_id_of(round_)
         loaded = store.save(Checkpoint(task_id=task_id, goal="race", messages=[{"role": "user", "content": "m"}]))
-        won, other = _delete_round(store, loaded, savers, deadline)
+        # The delete comes 0 to 9 ms after the saves start, by round: a delete that always
+        # came first would find the task before any save read it, and never land between a
+        # save's check and its write.
+        won, other = _delete_round(store, loaded, savers, deadline, delay=(round_ % 10) / 1000)
         if other:
             return [
                 f"deleting a task while {savers} threads saved it from version {loaded.version} raised "
@@ -503,7 +506,7 @@ def run_delete_race(
 
 
 def _delete_round(
-    store: CheckpointStore, loaded: Checkpoint, savers: int, deadline: float
+    store: CheckpointStore, loaded: Checkpoint, savers: int, deadline: float, *, delay: float = 0.0
 ) -> tuple[list[int], list[str]]:
     """One round of :func:`run_delete_race`: the versions of the saves acknowledged, and the
     errors other than a conflict or a store error."""
@@ -529,6 +532,7 @@ def _delete_round(
             lockstep.wait(30)
         except threading.BrokenBarrierError:
             return
+        time.sleep(delay)
         try:
             store.delete(loaded.task_id)
         except Exception as exc:
