@@ -2181,6 +2181,16 @@ def _not_resumed_hint(timeline: Timeline, durable: Event, event: Event) -> str:
         for e in between
     ):
         return "the agent did not resume from its checkpoint: the load found none (was it deleted?)"
+    if any(e.kind == "attempt_start" for e in between) and not any(
+        e.kind == "store_load" and (task is None or e.data.get("task_id") in (None, task)) for e in between
+    ):
+        # An outside round's agent read a cache of its own first, and found an older copy.
+        return (
+            "the agent did not resume from its checkpoint: the attempt that asked again loaded "
+            "nothing from the store, so it went on from state it keeps elsewhere (a cache, a "
+            "file, a copy in memory), older than the checkpoint. Load the task from the store "
+            "when a run starts; a cache in front of it must be checked against the store's version"
+        )
     version = durable.data.get("version")
     if any(
         e.kind == "store_load" and e.data.get("found") and e.data.get("version") == version

@@ -290,3 +290,25 @@ def test_a_call_split_into_parts_is_told_the_model_asked_for_the_whole() -> None
     violations, _unsafe = no_duplicate_effect(timeline, baseline, {"send": ToolFlags(True, False)}, completed=True)
     assert "asked for it 0 time(s)" in violations[0].message
     assert 'The model asked for send with another input ({"to":["ann","bob"]})' in violations[0].message
+
+
+def test_a_resume_that_loaded_nothing_from_the_store_is_told_it_went_on_from_state_kept_elsewhere() -> None:
+    # An outside round's agent read a cache of its own first, found an older copy and asked
+    # again for a reply the store held: "did not resume from its checkpoint", with no why.
+    from pytest_agentckpt.oracles import _not_resumed_hint
+
+    timeline = Timeline()
+    timeline.start_attempt()
+    durable = timeline.add("store_save", task_id="t", version=2, iteration=1, status="running", messages=[])
+    timeline.add("crash", point="after_checkpoint_write", occurrence=1)
+    timeline.start_attempt()
+    asked = timeline.add("model_request", index=2, messages=[{"role": "user", "content": "go"}])
+    assert "loaded nothing from the store" in _not_resumed_hint(timeline, durable, asked)
+    # One that loaded the task and found none is told that instead.
+    timeline = Timeline()
+    timeline.start_attempt()
+    durable = timeline.add("store_save", task_id="t", version=2, iteration=1, status="running", messages=[])
+    timeline.start_attempt()
+    timeline.add("store_load", task_id="t", found=False)
+    asked = timeline.add("model_request", index=2, messages=[{"role": "user", "content": "go"}])
+    assert "the load found none" in _not_resumed_hint(timeline, durable, asked)
