@@ -295,11 +295,10 @@ def _child_main(spec: dict[str, Any]) -> None:
         timeline.line({"result": "infeasible", "detail": str(exc)})
         os._exit(3)
     except BaseException as exc:
-        unanswered = injector.unanswered_tool_error()
-        if unanswered is not None and not isinstance(exc, Crash):
+        gave_up = injector.gave_up(exc)
+        if gave_up is not None:
             # The crash-free run: the agent gave up on a tool's error (its retries ran out).
-            detail = f"{unanswered} (the agent then raised {type(exc).__name__}: {exc})"
-            timeline.line({"result": "infeasible", "detail": detail})
+            timeline.line({"result": "infeasible", "detail": gave_up})
             os._exit(3)
         timeline.line({"result": "error", "detail": f"{type(exc).__name__}: {exc}"})
         os._exit(1)

@@ -857,13 +857,12 @@ class _Executor:
                         timeline.add("attempt_end", outcome="crash", detail=_caught(injector.dead, exc))
                         quiet_errors = 0
                         continue
-                    unanswered = injector.unanswered_tool_error()
-                    if unanswered is not None:
+                    gave_up = injector.gave_up(exc)
+                    if gave_up is not None:
                         # The crash-free run: the agent gave up on a tool's error (its retries
                         # ran out), as the scripted model would never stop asking.
-                        detail = f"{unanswered} (the agent then raised {type(exc).__name__}: {exc})"
-                        timeline.add("attempt_end", outcome="infeasible", detail=detail)
-                        outcome.infeasible = outcome.error = detail
+                        timeline.add("attempt_end", outcome="infeasible", detail=gave_up)
+                        outcome.infeasible = outcome.error = gave_up
                         break
                     detail = f"{type(exc).__name__}: {exc}"
                     timeline.add("attempt_end", outcome="error", detail=detail)

@@ -75,6 +75,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
 from pydantic_core import from_json as _from_json
 from pydantic_core import to_json as _to_json
 
+from .oracles import canonical
 from .timeline import Event, Timeline
 
 if TYPE_CHECKING:
@@ -177,14 +178,6 @@ FAULT_KINDS: tuple[str, ...] = FAULT_POINTS + API_FAULT_KINDS + STORE_FAULT_KIND
 DEFAULT_FAULT_KINDS: tuple[str, ...] = tuple(k for k in FAULT_KINDS if k not in OPT_IN_FAULT_KINDS)
 """The kinds ``fuzz`` injects when ``fault_kinds`` is not given: all but
 :data:`OPT_IN_FAULT_KINDS`. Add one with ``fault_kinds=[*DEFAULT_FAULT_KINDS, "max_tokens"]``."""
-
-
-def _input_key(input: Mapping[str, Any]) -> str:
-    """A tool call's input as one comparable string (its canonical JSON)."""
-    try:
-        return json.dumps(input, sort_keys=True, default=repr)
-    except (TypeError, ValueError):
-        return repr(input)
 
 
 class PlanInfeasible(SystemExit):
@@ -971,7 +964,7 @@ class FaultInjector:
         ``server_tool_use`` run as a client tool), not a plan that cannot be carried out:
         the run goes on, and the oracles judge what the agent does with the error.
         """
-        call = (tool, _input_key(input))
+        call = (tool, canonical(input))
         if getattr(result, "is_error", False):
             self.timeline.add("tool_error", tool=tool, input=dict(input), content=getattr(result, "content", ""))
             if self.strict_tools and known:
@@ -987,8 +980,19 @@ class FaultInjector:
 
     def unanswered_tool_error(self) -> str | None:
         """In a strict run, a tool error no later call of the same tool and input got past."""
+        if not self._tool_errors:  # every model request asks: most runs have none
+            return None
         with self._lock:
             return next(iter(self._tool_errors.values()), None) if self.strict_tools else None
+
+    def gave_up(self, raised: BaseException) -> str | None:
+        """What makes the plan infeasible when the agent raised ``raised`` in a strict run
+        with a tool error unanswered (its retries ran out), if it did; ``None`` otherwise
+        (a crash is no giving up)."""
+        unanswered = self.unanswered_tool_error()
+        if unanswered is None or isinstance(raised, Crash):
+            return None
+        return f"{unanswered} (the agent then raised {type(raised).__name__}: {raised})"
 
     def model_request_sent(self) -> None:
         """A generation request is on its way: in a strict run, one that follows a tool error

@@ -1153,13 +1153,14 @@ def _plain_answer_of_unrun_call(
                 f"result that is not an error ({_cut(_result_text(block.get('content')), 100)}) "
                 f"although {tool} never ran for it, so the model took the call for done."
             )
-            cut = _cut_reply(timeline, asked_at.get(use_id, -1))
+            asking = _request_of(timeline, asked_at.get(use_id, -1))
+            cut = _cut_reply(timeline, asking)
             if cut is not None:
                 # An outside round's streaming agent kept a reply a dropped connection cut,
                 # and ran the call with the part of its input that had come.
                 return (
                     f"{said} The reply that asked for it was cut short ({cut} on model request "
-                    "#" + str(_request_of(timeline, asked_at.get(use_id, -1))) + "): the agent "
+                    f"#{asking}): the agent "
                     "kept the part of the reply that had come as if it were whole, and ran a "
                     "call whose input was cut (another input, so not this call). A stream that "
                     "ends without its message_stop event is no reply: ask again (the SDK's "
@@ -1209,12 +1210,10 @@ def _request_of(timeline: Timeline, response_seq: int) -> Any:
     return None if event is None else event.data.get("index")
 
 
-def _cut_reply(timeline: Timeline, response_seq: int) -> str | None:
-    """The stream fault that cut the reply at ``response_seq`` (the model response that
-    asked for a call), if one did: its kind."""
+def _cut_reply(timeline: Timeline, index: Any) -> str | None:
+    """The stream fault that cut the reply to model request ``index``, if one did: its kind."""
     from .faults import STREAM_FAULT_KINDS
 
-    index = _request_of(timeline, response_seq)
     if index is None:
         return None
     for event in timeline.of("api_fault"):
